@@ -1,0 +1,1 @@
+"""Market data: vendor files, Alpaca and a synthetic market in; calendar-aligned causal tensors out."""

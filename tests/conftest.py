@@ -1,0 +1,18 @@
+"""Fixtures shared by every test: where the real market data lives, and a scratch dir per test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` beside the checkout; tests that need it skip when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real market data not found at {SHARED_DATA} (present in CI and dev checkouts)")
+    return SHARED_DATA

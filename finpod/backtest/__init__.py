@@ -1,0 +1,1 @@
+"""Backtests: one deterministic pass of traders and baselines over a segment."""

@@ -28,21 +28,9 @@ _stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def main() -> None:
-    """Entry point of the ``finpod`` script."""
+    """Entry point of the ``finpod`` script: usage errors exit 2 (typer), user errors too (here)."""
     try:
-        app(standalone_mode=False)
+        app()
     except FinpodError as err:
         _stderr.print(f"[bold red]error:[/] {err}", markup=True)
         sys.exit(2)
-    except (typer.Abort, KeyboardInterrupt):
-        _stderr.print("aborted")
-        sys.exit(130)
-    except typer.Exit as done:
-        sys.exit(done.exit_code)
-    except Exception as err:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(err, click.ClickException):
-            err.show()
-            sys.exit(2)
-        raise

@@ -1,0 +1,5 @@
+"""``python -m finpod`` runs the CLI."""
+
+from finpod.cli import main
+
+main()

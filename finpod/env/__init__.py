@@ -1,0 +1,6 @@
+"""The batched trading env: N portfolios x M assets on one device, gymnasium-compatible."""
+
+from finpod.env.config import EnvConfig
+from finpod.env.trading_env import TradingEnv
+
+__all__ = ["EnvConfig", "TradingEnv"]

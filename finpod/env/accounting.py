@@ -1,0 +1,120 @@
+"""Pure batched order accounting: actions -> share orders -> limits -> fills, costs and new holdings.
+
+Shapes: ``N`` envs, ``M`` assets. Prices in USD per share, cash and notionals in USD, float32.
+No function here syncs with the host or loops over envs or assets.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from finpod.env.config import EnvConfig
+
+
+class Fills(NamedTuple):
+    """What one step's trades did to every portfolio.
+
+    Attributes:
+        cash_usd: ``(N,)`` cash after the trades (>= 0).
+        shares: ``(N, M)`` holdings after the trades (>= 0).
+        cost_usd: ``(N,)`` fees plus half-spread slippage paid (>= 0).
+        traded_usd: ``(N,)`` gross traded notional at the executed prices.
+    """
+
+    cash_usd: torch.Tensor
+    shares: torch.Tensor
+    cost_usd: torch.Tensor
+    traded_usd: torch.Tensor
+
+
+def weights_to_orders(
+    actions: torch.Tensor, cash_usd: torch.Tensor, shares: torch.Tensor, fill_price: torch.Tensor
+) -> torch.Tensor:
+    """Share orders that move each portfolio to the target weights the actions ask for.
+
+    Args:
+        actions: ``(N, M + 1)`` scores in ``[0, 1]`` over ``[cash, asset_1 .. asset_M]`` (clamped),
+            normalised to weights ``w = a / sum(a)``; an all-zero row means all cash.
+        cash_usd: ``(N,)`` cash before the trades.
+        shares: ``(N, M)`` holdings before the trades.
+        fill_price: ``(N, M)`` fill price of the bar the orders execute in (USD/share).
+
+    Returns:
+        ``(N, M)`` signed share orders (buy > 0) before limits and costs: target value is
+        ``w_i x`` the portfolio's value at the fill prices.
+    """
+    scores = actions.clamp(0.0, 1.0)
+    total = scores.sum(dim=1)
+    equity_usd = cash_usd + (shares * fill_price).sum(dim=1)
+    usd_per_score = torch.where(total > 0.0, equity_usd / total, torch.zeros_like(total))
+    target_shares = scores[:, 1:] * usd_per_score.unsqueeze(1) / fill_price
+    return target_shares - shares
+
+
+def share_delta_to_orders(actions: torch.Tensor, max_shares: float) -> torch.Tensor:
+    """Share orders of the ElegantRL-style action: ``(N, M)`` in ``[-1, 1]`` (clamped) x ``max_shares``."""
+    return actions.clamp(-1.0, 1.0) * max_shares
+
+
+def execute_orders(
+    orders: torch.Tensor,
+    cash_usd: torch.Tensor,
+    shares: torch.Tensor,
+    fill_price: torch.Tensor,
+    buy_limit_shares: torch.Tensor,
+    sell_limit_shares: torch.Tensor,
+    config: EnvConfig,
+) -> Fills:
+    """Fill signed share orders under the step's limits, sells first, buys scaled down to the cash.
+
+    Order of operations: never sell more than held; clamp each order to ``[-sell_limit, buy_limit]``
+    (volume cap; an untradable asset's buy limit is 0, so it is never bought); round toward zero to
+    whole shares when ``config.whole_shares``; execute the sells at ``p (1 - half_spread)`` less the
+    fee; scale every buy of the env by one factor ``k <= 1`` so that buys at ``p (1 + half_spread)``
+    plus the fee fit in the cash (whole shares: rounded down after scaling). Cash, shares, costs are
+    then exact functions of the executed quantities; cash is clamped at 0 to absorb float32 rounding.
+
+    Args:
+        orders: ``(N, M)`` signed share orders (buy > 0).
+        cash_usd: ``(N,)`` cash before the trades.
+        shares: ``(N, M)`` holdings before the trades.
+        fill_price: ``(N, M)`` fill price (USD/share) before the half-spread.
+        buy_limit_shares: ``(N, M)`` most shares each asset may be bought this step (>= 0).
+        sell_limit_shares: ``(N, M)`` most shares each asset may be sold this step (>= 0).
+        config: fee rate, half-spread and whole-share setting.
+
+    Returns:
+        The :class:`Fills` of the step.
+    """
+    half_spread = config.half_spread_fraction
+    fee_rate = config.fee_rate
+    orders = torch.maximum(orders, -shares)
+    orders = torch.minimum(torch.maximum(orders, -sell_limit_shares), buy_limit_shares)
+    if config.whole_shares:
+        orders = orders.trunc()
+    sells = orders.clamp(max=0.0)
+    buys = orders.clamp(min=0.0)
+    sell_usd_at_fill = -(sells * fill_price).sum(dim=1)
+    sell_exec_usd = sell_usd_at_fill * (1.0 - half_spread)
+    cash_after_sells_usd = cash_usd + sell_exec_usd * (1.0 - fee_rate)
+    buy_usd_at_fill = (buys * fill_price).sum(dim=1)
+    buy_need_usd = buy_usd_at_fill * ((1.0 + half_spread) * (1.0 + fee_rate))
+    short_of_cash = buy_need_usd > cash_after_sells_usd
+    buy_scale = torch.where(
+        short_of_cash, cash_after_sells_usd / buy_need_usd.clamp(min=torch.finfo(torch.float32).tiny), 1.0
+    )
+    buys = buys * buy_scale.unsqueeze(1)
+    if config.whole_shares:
+        buys = buys.floor()
+        buy_usd_at_fill = (buys * fill_price).sum(dim=1)
+    else:
+        buy_usd_at_fill = buy_usd_at_fill * buy_scale
+    buy_exec_usd = buy_usd_at_fill * (1.0 + half_spread)
+    new_cash_usd = (cash_after_sells_usd - buy_exec_usd * (1.0 + fee_rate)).clamp(min=0.0)
+    new_shares = (shares + sells + buys).clamp(min=0.0)
+    traded_usd = sell_exec_usd + buy_exec_usd
+    spread_usd = (sell_usd_at_fill + buy_usd_at_fill) * half_spread
+    cost_usd = spread_usd + traded_usd * fee_rate
+    return Fills(cash_usd=new_cash_usd, shares=new_shares, cost_usd=cost_usd, traded_usd=traded_usd)

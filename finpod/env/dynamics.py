@@ -1,0 +1,141 @@
+"""The env as pure functions: ``observe(state)`` and ``step(state, actions) -> (state', outputs)``.
+
+gymnax style: static settings (:class:`EnvConfig`, :class:`Market`) are plain arguments, the dynamic
+state is an :class:`EnvState` of tensors, nothing is mutated, nothing syncs with the host, so a
+K-step rollout can be compiled (``torch.compile``) or captured in a CUDA graph.
+
+Timing: the agent observes bar t (its close); orders fill at bar t+1 (its open, or its close); the
+portfolio is valued at bar t+1's close; the reward compares equity at t+1's close with t's.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from finpod.env.accounting import execute_orders, share_delta_to_orders, weights_to_orders
+from finpod.env.config import EnvConfig
+from finpod.env.market import BUY_CAP_ROW, CLOSE_ROW, FILL_ROW, SELL_CAP_ROW, Market
+from finpod.env.observation import build_observation
+from finpod.env.rewards import step_reward
+from finpod.env.state import EnvState, restart_where
+
+
+class StepOutput(NamedTuple):
+    """What one step returns besides the new state (``N`` envs, ``M`` assets, ``D`` obs size).
+
+    Attributes:
+        obs: ``(N, D)`` observations after same-step autoreset (a finished env's first new obs).
+        reward: ``(N,)`` float32.
+        terminated: ``(N,)`` bool, always false: a long-only cash-funded portfolio cannot be ruined.
+        truncated: ``(N,)`` bool, the episode hit its horizon or the segment's last bar.
+        final_obs: ``(N, D)`` observation reached by the step, before any reset.
+        equity_usd: ``(N,)`` equity at bar t+1's close, before any reset.
+        cash_usd: ``(N,)`` cash after the step's trades, before any reset.
+        shares: ``(N, M)`` holdings after the step's trades, before any reset.
+        cost_usd: ``(N,)`` fees plus slippage paid in the step.
+        traded_usd: ``(N,)`` gross notional traded in the step at executed prices.
+        bar_index: ``(N,)`` int64, bar t+1 the step ended on.
+    """
+
+    obs: torch.Tensor
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    final_obs: torch.Tensor
+    equity_usd: torch.Tensor
+    cash_usd: torch.Tensor
+    shares: torch.Tensor
+    cost_usd: torch.Tensor
+    traded_usd: torch.Tensor
+    bar_index: torch.Tensor
+
+
+def _episode_progress(state_t: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+    return (state_t - start).to(torch.float32) / (end - start).to(torch.float32)
+
+
+def observe(market: Market, state: EnvState) -> torch.Tensor:
+    """Observations ``(N, D)`` of every env at its current bar ``state.t``."""
+    close = market.bars[:, CLOSE_ROW].index_select(0, state.t)
+    return build_observation(
+        features=market.features.index_select(0, state.t),
+        shares=state.shares,
+        close=close,
+        cash_usd=state.cash_usd,
+        equity_usd=state.equity_usd,
+        episode_progress=_episode_progress(state.t, state.start, state.end),
+        session_progress=market.session_progress.index_select(0, state.t),
+    )
+
+
+def step(
+    config: EnvConfig, market: Market, state: EnvState, actions: torch.Tensor
+) -> tuple[EnvState, StepOutput]:
+    """Advance every env one bar with ``actions`` and autoreset the envs whose episode ended.
+
+    Args:
+        config: costs, limits, action and reward modes.
+        market: the segment's tables.
+        state: the current state (not modified).
+        actions: ``(N, M + 1)`` in ``[0, 1]`` (``weights``) or ``(N, M)`` in ``[-1, 1]``
+            (``share_delta``); values outside are clamped.
+
+    Returns:
+        The next state and the step's :class:`StepOutput`.
+    """
+    next_bar = state.t + 1
+    bar = market.bars.index_select(0, next_bar)
+    fill_price = bar[:, FILL_ROW]
+    close = bar[:, CLOSE_ROW]
+    if config.action_mode == "weights":
+        orders = weights_to_orders(actions, state.cash_usd, state.shares, fill_price)
+    else:
+        orders = share_delta_to_orders(actions, config.max_shares)
+    fills = execute_orders(
+        orders,
+        state.cash_usd,
+        state.shares,
+        fill_price,
+        buy_limit_shares=bar[:, BUY_CAP_ROW],
+        sell_limit_shares=bar[:, SELL_CAP_ROW],
+        config=config,
+    )
+    equity_usd = fills.cash_usd + (fills.shares * close).sum(dim=1)
+    reward = step_reward(state.equity_usd, equity_usd, config)
+    truncated = next_bar >= state.end
+    final_obs = build_observation(
+        features=market.features.index_select(0, next_bar),
+        shares=fills.shares,
+        close=close,
+        cash_usd=fills.cash_usd,
+        equity_usd=equity_usd,
+        episode_progress=_episode_progress(next_bar, state.start, state.end),
+        session_progress=market.session_progress.index_select(0, next_bar),
+    )
+    stepped = state._replace(cash_usd=fills.cash_usd, shares=fills.shares, equity_usd=equity_usd, t=next_bar)
+    new_state = restart_where(market, stepped, truncated, config.initial_cash_usd)
+    reset_obs = build_observation(
+        features=market.features.index_select(0, new_state.t),
+        shares=new_state.shares,
+        close=close,
+        cash_usd=new_state.cash_usd,
+        equity_usd=new_state.equity_usd,
+        episode_progress=_episode_progress(new_state.t, new_state.start, new_state.end),
+        session_progress=market.session_progress.index_select(0, new_state.t),
+    )
+    output = StepOutput(
+        obs=reset_obs,
+        reward=reward,
+        terminated=torch.zeros_like(truncated),
+        truncated=truncated,
+        final_obs=final_obs,
+        equity_usd=equity_usd,
+        cash_usd=fills.cash_usd,
+        shares=fills.shares,
+        cost_usd=fills.cost_usd,
+        traded_usd=fills.traded_usd,
+        bar_index=next_bar,
+    )
+    return new_state, output

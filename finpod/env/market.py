@@ -1,0 +1,115 @@
+"""The market the env trades in: the panel's segment packed into tables the step gathers by bar index.
+
+Shapes: ``T`` bars, ``M`` assets, ``F`` features per asset, ``N`` envs. Everything lives on one device.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from finpod.data.panel import Panel
+from finpod.env.config import EnvConfig
+from finpod.errors import SpecError
+
+FILL_ROW, CLOSE_ROW, BUY_CAP_ROW, SELL_CAP_ROW = 0, 1, 2, 3
+"""Rows of :attr:`Market.bars`: fill price, close, buy limit and sell limit (see :class:`Market`)."""
+NUM_BAR_ROWS = 4
+
+
+class Market(NamedTuple):
+    """Static, read-only market tables and episode bounds of one panel segment.
+
+    Attributes:
+        bars: float32 ``(T, 4, M)``, per bar: ``[fill price (USD/share, the open or the close by
+            EnvConfig.fill), close (USD/share), buy limit (shares: max_participation x volume when
+            tradable, 0 when not; inf when uncapped), sell limit (shares: max_participation x volume;
+            inf when uncapped)]``. One gather of a bar's row serves the whole step.
+        features: float32 ``(T, M * F)``, the panel's features flattened asset-major.
+        session_progress: float32 ``(T,)``, position of the bar in its trading session, 0 at the
+            session's first bar and 1 at its last (0 for a one-bar session).
+        first_bar: first bar index of the segment.
+        last_bar: last bar index of the segment (inclusive): no episode steps past it.
+        horizon_bars: steps per episode before the segment end cuts it.
+        num_starts: how many start bars an episode may draw (1 when starts are not random).
+    """
+
+    bars: torch.Tensor
+    features: torch.Tensor
+    session_progress: torch.Tensor
+    first_bar: int
+    last_bar: int
+    horizon_bars: int
+    num_starts: int
+
+
+def build_market(panel: Panel, segment: str, config: EnvConfig, device: torch.device) -> Market:
+    """Pack ``panel``'s tables for the env and check that segment ``segment`` can hold an episode.
+
+    Args:
+        panel: the calendar-aligned market (any device; copied to ``device``).
+        segment: ``"train"``, ``"validation"`` or ``"backtest"`` (any name the panel has).
+        config: env settings (fill mode, volume cap, horizon, random starts).
+        device: where the env runs.
+
+    Returns:
+        The :class:`Market` of the whole panel with the segment's episode bounds.
+
+    Raises:
+        SpecError: the segment is unknown, out of the panel, or shorter than two bars.
+    """
+    if segment not in panel.segments:
+        known = ", ".join(sorted(panel.segments)) or "none"
+        raise SpecError(f"env segment {segment!r} is not in the panel (known: {known}); pick one of those")
+    start, stop = panel.segments[segment]
+    if not (0 <= start < stop <= panel.num_bars):
+        raise SpecError(
+            f"env segment {segment!r} has bar range [{start}, {stop}) outside the panel's "
+            f"{panel.num_bars} bars; rebuild the panel"
+        )
+    if stop - start < 2:
+        raise SpecError(
+            f"env segment {segment!r} has {stop - start} bar(s); an env step needs at least 2 "
+            f"(observe at t, fill at t+1): widen the segment's dates"
+        )
+    segment_bars = stop - start
+    horizon = min(config.horizon_bars, segment_bars - 1)
+    num_starts = segment_bars - horizon if config.random_start else 1
+
+    fill = panel.open if config.fill == "next_open" else panel.close
+    close = panel.close
+    volume = panel.volume
+    tradable = panel.tradable
+    if config.volume_capped:
+        sell_cap = volume * config.max_participation
+    else:
+        sell_cap = torch.full_like(volume, math.inf)
+    buy_cap = torch.where(tradable, sell_cap, torch.zeros_like(sell_cap))
+    bars = torch.stack([fill, close, buy_cap, sell_cap], dim=1).to(device=device, dtype=torch.float32)
+    num_bars = panel.num_bars
+    features = panel.features.reshape(num_bars, -1).to(device=device, dtype=torch.float32).contiguous()
+    session_progress = torch.from_numpy(_session_progress(panel.session_ids)).to(device)
+    return Market(
+        bars=bars.contiguous(),
+        features=features,
+        session_progress=session_progress,
+        first_bar=start,
+        last_bar=stop - 1,
+        horizon_bars=horizon,
+        num_starts=num_starts,
+    )
+
+
+def _session_progress(session_ids: np.ndarray) -> np.ndarray:
+    """Position of each bar in its session, in ``[0, 1]``: float32 ``(T,)`` from int64 ``(T,)`` ids."""
+    ids = np.asarray(session_ids, dtype=np.int64)
+    bar_index = np.arange(ids.shape[0])
+    is_first = np.ones(ids.shape[0], dtype=bool)
+    is_first[1:] = ids[1:] != ids[:-1]
+    first_of_session = np.maximum.accumulate(np.where(is_first, bar_index, 0))
+    _, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
+    denominator = np.maximum(counts[inverse] - 1, 1)
+    return ((bar_index - first_of_session) / denominator).astype(np.float32)

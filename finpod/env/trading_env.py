@@ -1,0 +1,165 @@
+"""``TradingEnv``: N portfolios over one panel segment, a thin stateful wrapper of the pure step.
+
+Implements podracer's :class:`~podracer.api.TensorVectorEnv` (torch tensors in and out, same-step
+autoreset, ``info["final_obs"]``). Shapes: ``N`` envs, ``M`` assets, ``F`` features, ``D`` obs size.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from finpod.data.panel import Panel
+from finpod.env import dynamics
+from finpod.env.config import EnvConfig
+from finpod.env.market import Market, build_market
+from finpod.env.observation import observation_size
+from finpod.env.state import KEY_BITS, EnvState, initial_state, restart_where
+from finpod.errors import SpecError
+
+StepFn = Callable[[EnvState, torch.Tensor], tuple[EnvState, dynamics.StepOutput]]
+"""``(state, actions) -> (next state, outputs)`` with the env's config and market bound."""
+
+
+class TradingEnv:
+    """A batch of ``num_envs`` long-only portfolios trading ``M`` assets of one panel segment.
+
+    Each env has its own episode: a start bar (random in the segment when ``config.random_start``,
+    else the segment's first bar) and a truncation bar ``min(start + horizon_bars, last bar)``.
+    ``terminated`` is always false (no ruin is possible); ``truncated`` marks the episode end and the
+    learner bootstraps there. Actions: see :class:`EnvConfig` (``weights``: ``(N, M + 1)`` over
+    ``[cash, asset_1 .. asset_M]``; ``share_delta``: ``(N, M)``). Observations: see
+    :mod:`finpod.env.observation`.
+
+    After a step, :attr:`cash_usd`, :attr:`shares` and :attr:`equity_usd` are the CURRENT state, i.e.
+    already reset for the envs that finished on that step; the step's own outcome (before any reset)
+    is in ``info`` (``equity_usd``, ``cash_usd``, ``shares``, ``cost_usd``, ``traded_usd``,
+    ``bar_index``). Returned tensors are fresh each step (not overwritten by later steps).
+
+    Args:
+        panel: the market (moved to ``device`` when it is elsewhere).
+        segment: the panel segment to trade (``"train"``, ``"validation"``, ``"backtest"``).
+        config: costs, limits, action/reward modes, horizon.
+        num_envs: ``N`` >= 1.
+        seed: seeds the per-env keys that draw the start bars (same seed, same rollouts).
+        device: where the env runs; ``None`` = the panel's device.
+        compile_step: run the step through ``torch.compile`` (``fullgraph``; inductor's fused C++ on
+            CPU, Triton on GPU); the first step pays the compile time.
+    """
+
+    def __init__(
+        self,
+        panel: Panel,
+        segment: str,
+        config: EnvConfig,
+        num_envs: int,
+        seed: int,
+        device: torch.device | str | None = None,
+        compile_step: bool = False,
+    ) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+            raise SpecError(f"env num_envs must be a whole number >= 1, got {num_envs!r}")
+        self.device = torch.device(device) if device is not None else panel.device
+        self.config = config
+        self.market: Market = build_market(panel, segment, config, self.device)
+        self.num_envs = num_envs
+        self.num_assets = panel.num_assets
+        self.obs_dim = observation_size(panel.num_assets, panel.num_features)
+        if config.action_mode == "weights":
+            self.action_dim, self.action_low, self.action_high = panel.num_assets + 1, 0.0, 1.0
+        else:
+            self.action_dim, self.action_low, self.action_high = panel.num_assets, -1.0, 1.0
+        bound: StepFn = functools.partial(dynamics.step, config, self.market)
+        self._step_fn: StepFn = torch.compile(bound, fullgraph=True) if compile_step else bound
+        self._generator = torch.Generator(device="cpu")
+        self._generator.manual_seed(seed)
+        self.state: EnvState = self._fresh_state()
+
+    @property
+    def cash_usd(self) -> torch.Tensor:
+        """``(N,)`` current cash (USD)."""
+        return self.state.cash_usd
+
+    @property
+    def shares(self) -> torch.Tensor:
+        """``(N, M)`` current holdings (shares)."""
+        return self.state.shares
+
+    @property
+    def equity_usd(self) -> torch.Tensor:
+        """``(N,)`` current equity at the current bar's close (USD)."""
+        return self.state.equity_usd
+
+    @property
+    def bar_index(self) -> torch.Tensor:
+        """``(N,)`` int64, the bar each env currently observes."""
+        return self.state.t
+
+    @property
+    def step_fn(self) -> StepFn:
+        """The pure step with this env's config and market bound (for compiled or graphed rollouts)."""
+        return self._step_fn
+
+    def _fresh_state(self) -> EnvState:
+        keys = torch.randint(0, 1 << KEY_BITS, (self.num_envs,), generator=self._generator, dtype=torch.int64)
+        return initial_state(self.market, keys.to(self.device), self.num_assets, self.config.initial_cash_usd)
+
+    def reset(self, *, seed: int | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Start a new episode in every env with fresh keys (re-seeded first when ``seed`` is given).
+
+        Returns:
+            Observations ``(N, D)`` and info with ``bar_index`` ``(N,)`` int64 (each env's start bar).
+        """
+        if seed is not None:
+            self._generator.manual_seed(seed)
+        self.state = self._fresh_state()
+        return dynamics.observe(self.market, self.state), {"bar_index": self.state.t}
+
+    def reset_envs(self, mask: torch.Tensor) -> torch.Tensor:
+        """Start the next episode of the envs where ``mask`` ``(N,)`` bool is true; others untouched.
+
+        Returns:
+            Observations ``(N, D)`` of every env (unchanged rows for the envs not reset).
+        """
+        if mask.shape != (self.num_envs,) or mask.dtype != torch.bool:
+            raise SpecError(
+                f"reset_envs needs a bool mask of shape ({self.num_envs},), "
+                f"got {mask.dtype} {tuple(mask.shape)}"
+            )
+        self.state = restart_where(
+            self.market, self.state, mask.to(self.device), self.config.initial_cash_usd
+        )
+        return dynamics.observe(self.market, self.state)
+
+    def step(
+        self, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Advance every env one bar; same-step autoreset of the envs whose episode ended.
+
+        Args:
+            actions: ``(N, A)`` float32 in ``[action_low, action_high]`` (clamped).
+
+        Returns:
+            ``(obs (N, D), reward (N,), terminated (N,), truncated (N,), info)``; info holds
+            ``final_obs`` ``(N, D)``, ``equity_usd``, ``cash_usd``, ``cost_usd``, ``traded_usd``,
+            ``bar_index`` (``(N,)``) and ``shares`` ``(N, M)``, all of the step before any reset.
+        """
+        if actions.shape != (self.num_envs, self.action_dim):
+            raise SpecError(
+                f"env actions must have shape ({self.num_envs}, {self.action_dim}), "
+                f"got {tuple(actions.shape)}"
+            )
+        self.state, out = self._step_fn(self.state, actions.to(device=self.device, dtype=torch.float32))
+        info = {
+            "final_obs": out.final_obs,
+            "equity_usd": out.equity_usd,
+            "cash_usd": out.cash_usd,
+            "shares": out.shares,
+            "cost_usd": out.cost_usd,
+            "traded_usd": out.traded_usd,
+            "bar_index": out.bar_index,
+        }
+        return out.obs, out.reward, out.terminated, out.truncated, info

@@ -1,0 +1,368 @@
+"""XNAS (NASDAQ) trading calendar: the bar grid of a panel, and aligning bars onto it.
+
+The grid comes from exchange-calendars' ``XNAS`` calendar: for ``1min`` every regular-hours minute
+start (390 a full day, 210 on a half day, 09:30..15:59 America/New_York whatever the DST offset); for
+``1d`` one bar per session, stamped at the session's open in UTC. :func:`align` reindexes a long
+bar-schema frame onto that grid, vectorised (numpy scatter, no per-row Python):
+
+* a missing bar is filled from the symbol's last close (open = high = low = close = last close,
+  volume 0) and marked ``filled`` (not tradable);
+* before a symbol's first bar in the window its prices are its first traded price (the first bar's
+  open) and volume 0, also ``filled``: the env may value a zero position there safely, and features
+  ignore those rows (see :mod:`finpod.data.features`);
+* bars that are not on the grid (pre/post-market, weekends, holidays, odd seconds) are dropped and
+  counted in :attr:`AlignmentCounts.off_calendar_bars`; ``regular_hours_only=False`` widens the
+  minute grid to the extended session 04:00..20:00 America/New_York (17:00 on half days).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Final
+
+import exchange_calendars as xcals
+import numpy as np
+import pandas as pd
+
+from finpod.data.schema import FREQUENCIES, PRICE_COLUMNS
+from finpod.errors import DataError
+
+CALENDAR_NAME: Final[str] = "XNAS"
+EXCHANGE_TIMEZONE: Final[str] = "America/New_York"
+NS_PER_MINUTE: Final[int] = 60 * 1_000_000_000
+NS_PER_DAY: Final[int] = 24 * 60 * NS_PER_MINUTE
+FULL_SESSION_MINUTES: Final[int] = 390
+PRE_MARKET_MINUTES: Final[int] = 330
+"""Extended session: 04:00 America/New_York is 330 minutes before the 09:30 open."""
+POST_MARKET_MINUTES: Final[int] = 240
+"""Extended session: 20:00 America/New_York is 240 minutes after the 16:00 close."""
+
+DateLike = str | dt.date | pd.Timestamp
+
+
+@dataclass(frozen=True)
+class CalendarGrid:
+    """The bars of the exchange calendar between two session dates.
+
+    Attributes:
+        frequency: ``"1min"`` or ``"1d"``.
+        timestamps_ns: int64 ``(T,)`` bar starts, UTC nanoseconds since the epoch, increasing.
+        session_ids: int64 ``(T,)`` index into the sessions below of each bar's session (0 first).
+        session_dates: ``(S,)`` naive session labels (the New York trading date), increasing.
+        session_open_ns: int64 ``(S,)`` regular-hours open of each session, UTC nanoseconds.
+        session_close_ns: int64 ``(S,)`` regular-hours close (exclusive end) of each session.
+    """
+
+    frequency: str
+    timestamps_ns: np.ndarray
+    session_ids: np.ndarray
+    session_dates: pd.DatetimeIndex
+    session_open_ns: np.ndarray
+    session_close_ns: np.ndarray
+
+    @property
+    def num_bars(self) -> int:
+        """``T``, the number of bars of the grid."""
+        return int(self.timestamps_ns.shape[0])
+
+
+@dataclass(frozen=True)
+class AlignmentCounts:
+    """What :func:`align` did to the input bars, for reports.
+
+    Attributes:
+        real_bars: input bars placed on the grid (one per real ``(bar, symbol)`` cell).
+        filled_bars: grid cells filled from the last close, after the symbol's first bar.
+        before_first_bar: grid cells before a symbol's first bar (filled with its first price).
+        off_calendar_bars: input bars inside the date window but not on the grid, dropped
+            (pre/post-market when ``regular_hours_only``, non-session days, unaligned stamps).
+    """
+
+    real_bars: int
+    filled_bars: int
+    before_first_bar: int
+    off_calendar_bars: int
+
+
+@dataclass(frozen=True)
+class AlignedBars:
+    """Bars of ``M`` symbols reindexed onto a :class:`CalendarGrid` (``T`` rows).
+
+    Attributes:
+        grid: the calendar grid (row ``t`` is ``grid.timestamps_ns[t]``).
+        symbols: the ``M`` symbols, in column order.
+        open, high, low, close: float32 ``(T, M)`` prices, USD per share, filled as the module says.
+        volume: float32 ``(T, M)`` shares, 0 where filled.
+        real: bool ``(T, M)``, True where the input had a bar (not filled).
+        first_bar: int64 ``(M,)`` row of each symbol's first real bar.
+        counts: what was filled and dropped.
+    """
+
+    grid: CalendarGrid
+    symbols: tuple[str, ...]
+    open: np.ndarray
+    high: np.ndarray
+    low: np.ndarray
+    close: np.ndarray
+    volume: np.ndarray
+    real: np.ndarray
+    first_bar: np.ndarray
+    counts: AlignmentCounts
+
+
+def to_session_date(value: DateLike, what: str) -> pd.Timestamp:
+    """Parse a user date (``"2020-01-31"``, a date or a timestamp) into a naive midnight timestamp.
+
+    Args:
+        value: the date; a tz-aware timestamp is read in America/New_York.
+        what: what the date is, for the error message (e.g. ``"start"``).
+
+    Raises:
+        DataError: the value is not a date.
+    """
+    try:
+        stamp = pd.Timestamp(value)
+    except (ValueError, TypeError) as err:
+        raise DataError(f"{what} {value!r} is not a date; write it as YYYY-MM-DD") from err
+    if stamp is pd.NaT:
+        raise DataError(f"{what} {value!r} is not a date; write it as YYYY-MM-DD")
+    if stamp.tzinfo is not None:
+        stamp = stamp.tz_convert(EXCHANGE_TIMEZONE).tz_localize(None)
+    return stamp.normalize()
+
+
+@lru_cache(maxsize=8)
+def _xnas(first_date: pd.Timestamp) -> xcals.ExchangeCalendar:
+    """The XNAS calendar covering ``first_date`` onwards (exchange-calendars' own cache is per args)."""
+    default = xcals.get_calendar(CALENDAR_NAME)
+    if first_date >= default.first_session:
+        return default
+    return xcals.get_calendar(CALENDAR_NAME, start=first_date)
+
+
+def calendar_grid(
+    freq: str, start: DateLike, end: DateLike, *, regular_hours_only: bool = True
+) -> CalendarGrid:
+    """The XNAS bar grid of the sessions from ``start`` to ``end`` (both dates inclusive).
+
+    Args:
+        freq: ``"1min"`` (minute bars) or ``"1d"`` (one bar per session at its open).
+        start: first session date to include.
+        end: last session date to include.
+        regular_hours_only: for ``1min``, True keeps 09:30..15:59 New York; False uses the extended
+            session 04:00..19:59 (16:59 on half days). Ignored for ``1d``.
+
+    Raises:
+        DataError: unknown frequency, bad dates, ``end`` before ``start``, no session in the range, or
+            a range outside what the calendar knows.
+    """
+    if freq not in FREQUENCIES:
+        raise DataError(f"unknown frequency {freq!r}; use one of {', '.join(FREQUENCIES)}")
+    first, last = to_session_date(start, "start"), to_session_date(end, "end")
+    if last < first:
+        raise DataError(f"end {last.date()} is before start {first.date()}; swap them")
+    cal = _xnas(first)
+    if last > cal.last_session:
+        raise DataError(
+            f"end {last.date()} is after the last session the XNAS calendar knows "
+            f"({cal.last_session.date()}); pick an earlier end date"
+        )
+    schedule = cal.schedule.loc[first:last]
+    if schedule.empty:
+        raise DataError(f"no XNAS session between {first.date()} and {last.date()}; widen the dates")
+    opens = pd.DatetimeIndex(schedule["open"]).as_unit("ns").asi8
+    closes = pd.DatetimeIndex(schedule["close"]).as_unit("ns").asi8
+    dates = pd.DatetimeIndex(schedule.index).as_unit("ns")
+    if freq == "1d":
+        ids = np.arange(len(opens), dtype=np.int64)
+        return CalendarGrid(freq, opens.copy(), ids, dates, opens, closes)
+    grid_open, grid_close = opens, closes
+    if not regular_hours_only:
+        grid_open = opens - PRE_MARKET_MINUTES * NS_PER_MINUTE
+        grid_close = closes + POST_MARKET_MINUTES * NS_PER_MINUTE
+    minutes_per_session = (grid_close - grid_open) // NS_PER_MINUTE
+    ids = np.repeat(np.arange(len(opens), dtype=np.int64), minutes_per_session)
+    session_first_row = np.cumsum(minutes_per_session) - minutes_per_session
+    minute_in_session = np.arange(ids.shape[0], dtype=np.int64) - session_first_row[ids]
+    stamps = grid_open[ids] + minute_in_session * NS_PER_MINUTE
+    return CalendarGrid(freq, stamps, ids, dates, opens, closes)
+
+
+def bar_starts(
+    freq: str, start: DateLike, end: DateLike, *, regular_hours_only: bool = True
+) -> pd.DatetimeIndex:
+    """UTC bar starts of the XNAS grid (see :func:`calendar_grid` for the arguments)."""
+    grid = calendar_grid(freq, start, end, regular_hours_only=regular_hours_only)
+    return pd.DatetimeIndex(grid.timestamps_ns.astype("datetime64[ns]")).tz_localize("UTC")
+
+
+def session_day_numbers(timestamps_ns: np.ndarray) -> np.ndarray:
+    """New York calendar date of UTC instants, as int64 days since 1970-01-01, shape like the input."""
+    local = pd.DatetimeIndex(timestamps_ns.astype("datetime64[ns]")).tz_localize("UTC")
+    naive = local.tz_convert(EXCHANGE_TIMEZONE).tz_localize(None).as_unit("ns").asi8
+    return naive // NS_PER_DAY
+
+
+def _timestamps_ns(bars: pd.DataFrame) -> np.ndarray:
+    """int64 UTC nanoseconds of the ``timestamp`` column; naive stamps are an error."""
+    column = bars["timestamp"]
+    if not isinstance(column.dtype, pd.DatetimeTZDtype):
+        raise DataError(
+            f"bars column 'timestamp' has dtype {column.dtype}, not tz-aware datetimes; "
+            "localise it (e.g. tz_localize('America/New_York')) and convert to UTC"
+        )
+    return pd.DatetimeIndex(column).tz_convert("UTC").as_unit("ns").asi8
+
+
+def _grid_rows(grid: CalendarGrid, stamps_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Grid row of every stamp (-1 when off the grid) and whether it lies inside the date window."""
+    first_day = int(grid.session_dates[0].value // NS_PER_DAY)
+    last_day = int(grid.session_dates[-1].value // NS_PER_DAY)
+    if grid.frequency == "1d":
+        days = session_day_numbers(stamps_ns)
+        inside = (days >= first_day) & (days <= last_day)
+        table = np.full(last_day - first_day + 1, -1, dtype=np.int64)
+        table[grid.session_dates.asi8 // NS_PER_DAY - first_day] = np.arange(grid.num_bars)
+        rows = np.where(inside, table[np.clip(days - first_day, 0, table.shape[0] - 1)], -1)
+        return rows, inside
+    window = pd.DatetimeIndex(
+        [grid.session_dates[0], grid.session_dates[-1] + pd.Timedelta(days=1)]
+    ).tz_localize(EXCHANGE_TIMEZONE)
+    window_start_ns, window_end_ns = (int(v) for v in window.tz_convert("UTC").as_unit("ns").asi8)
+    inside = (stamps_ns >= window_start_ns) & (stamps_ns < window_end_ns)
+    offset = stamps_ns - window_start_ns
+    table = np.full((window_end_ns - window_start_ns) // NS_PER_MINUTE, -1, dtype=np.int64)
+    table[(grid.timestamps_ns - window_start_ns) // NS_PER_MINUTE] = np.arange(grid.num_bars)
+    minute = np.clip(offset // NS_PER_MINUTE, 0, table.shape[0] - 1)
+    on_minute = (offset % NS_PER_MINUTE) == 0
+    rows = np.where(inside & on_minute, table[minute], -1)
+    return rows, inside
+
+
+def _raise_duplicate(flat: np.ndarray, stamps_ns: np.ndarray, codes: np.ndarray, names: np.ndarray) -> None:
+    """Name the first (symbol, bar) that appears twice."""
+    order = np.argsort(flat, kind="stable")
+    repeated = np.flatnonzero(flat[order][1:] == flat[order][:-1])
+    row = order[repeated[0] + 1]
+    when = pd.Timestamp(int(stamps_ns[row]), tz="UTC")
+    raise DataError(
+        f"symbol {names[codes[row]]} has two bars at {when.isoformat()}; "
+        "drop the duplicate (re-import the dataset to repair it)"
+    )
+
+
+def _check_prices(
+    aligned: dict[str, np.ndarray], real: np.ndarray, grid: CalendarGrid, symbols: tuple
+) -> None:
+    """Every real bar has finite, positive prices and finite, non-negative volume."""
+    for name, values in aligned.items():
+        bad = real & ~(np.isfinite(values) & ((values > 0) if name != "volume" else (values >= 0)))
+        if bad.any():
+            row, col = np.argwhere(bad)[0]
+            when = pd.Timestamp(int(grid.timestamps_ns[row]), tz="UTC")
+            raise DataError(
+                f"symbol {symbols[col]} has {name} {values[row, col]} at {when.isoformat()}; "
+                "prices must be positive and finite, volume non-negative: fix or re-import the data"
+            )
+
+
+def align(
+    bars: pd.DataFrame,
+    freq: str,
+    start: DateLike,
+    end: DateLike,
+    *,
+    symbols: tuple[str, ...] | None = None,
+    regular_hours_only: bool = True,
+) -> AlignedBars:
+    """Reindex long bar-schema ``bars`` onto the XNAS grid of ``start..end`` (dates inclusive).
+
+    Args:
+        bars: long frame in the bar schema (:mod:`finpod.data.schema`), any row order.
+        freq: ``"1min"`` or ``"1d"``; the bars' frequency.
+        start: first session date.
+        end: last session date.
+        symbols: the columns to build, in order; None takes every symbol of ``bars`` (sorted).
+        regular_hours_only: see :func:`calendar_grid`.
+
+    Returns:
+        The aligned ``(T, M)`` float32 arrays, the real-bar mask, first-bar rows and counts.
+
+    Raises:
+        DataError: naive timestamps, a symbol with no bar in the window, a duplicate
+            ``(symbol, bar)``, or a non-positive / non-finite price.
+    """
+    grid = calendar_grid(freq, start, end, regular_hours_only=regular_hours_only)
+    codes, uniques = pd.factorize(bars["symbol"], sort=False)
+    names = np.asarray(uniques, dtype=object)
+    columns = tuple(sorted(str(n) for n in names)) if symbols is None else tuple(symbols)
+    column_of_name = {s: i for i, s in enumerate(columns)}
+    column_of_code = np.array([column_of_name.get(str(n), -1) for n in names], dtype=np.int64)
+    num_rows, num_cols = grid.num_bars, len(columns)
+
+    stamps_ns = _timestamps_ns(bars)
+    rows, inside = _grid_rows(grid, stamps_ns)
+    cols = column_of_code[codes] if codes.size else np.zeros(0, dtype=np.int64)
+    selected = inside & (cols >= 0)
+    placed = selected & (rows >= 0)
+    off_calendar = int(np.count_nonzero(selected)) - int(np.count_nonzero(placed))
+    trash = num_rows * num_cols  # one spare cell receives every bar that is not placed
+    flat = np.where(placed, rows * num_cols + cols, trash)
+    del rows, cols, selected, inside
+
+    arrays: dict[str, np.ndarray] = {}
+    for name in (*PRICE_COLUMNS, "volume"):
+        cell = np.full(trash + 1, np.nan, dtype=np.float32)
+        cell[flat] = bars[name].to_numpy(dtype=np.float64, copy=False)
+        arrays[name] = cell[:trash].reshape(num_rows, num_cols)
+    real_cell = np.zeros(trash + 1, dtype=bool)
+    real_cell[flat] = True
+    real = real_cell[:trash].reshape(num_rows, num_cols)
+    real_count = int(np.count_nonzero(real))
+    if real_count != int(np.count_nonzero(placed)):
+        _raise_duplicate(flat[placed], stamps_ns[placed], codes[placed], names)
+    del flat, placed, stamps_ns, codes
+    _check_prices(arrays, real, grid, columns)
+
+    has_bar = real.any(axis=0)
+    if not has_bar.all():
+        missing = ", ".join(columns[i] for i in np.flatnonzero(~has_bar))
+        raise DataError(
+            f"symbol(s) {missing} have no {freq} bar between {grid.session_dates[0].date()} and "
+            f"{grid.session_dates[-1].date()}; drop them or widen the dates"
+        )
+    first_bar = np.argmax(real, axis=0).astype(np.int64)
+    source_row = np.where(real, np.arange(num_rows, dtype=np.int64)[:, None], -1)
+    np.maximum.accumulate(source_row, axis=0, out=source_row)
+    before_first = source_row < 0
+    last_close = np.take_along_axis(arrays["close"], np.maximum(source_row, 0), axis=0)
+    del source_row
+    first_open = arrays["open"][first_bar, np.arange(num_cols)]
+    np.copyto(last_close, np.broadcast_to(first_open, last_close.shape), where=before_first)
+    unreal = ~real
+    for name in PRICE_COLUMNS:
+        np.copyto(arrays[name], last_close, where=unreal)
+    del last_close
+    np.copyto(arrays["volume"], np.float32(0.0), where=unreal)
+
+    before_count = int(np.count_nonzero(before_first))
+    counts = AlignmentCounts(
+        real_bars=real_count,
+        filled_bars=num_rows * num_cols - real_count - before_count,
+        before_first_bar=before_count,
+        off_calendar_bars=off_calendar,
+    )
+    return AlignedBars(
+        grid=grid,
+        symbols=columns,
+        open=arrays["open"],
+        high=arrays["high"],
+        low=arrays["low"],
+        close=arrays["close"],
+        volume=arrays["volume"],
+        real=real,
+        first_bar=first_bar,
+        counts=counts,
+    )

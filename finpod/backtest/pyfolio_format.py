@@ -14,6 +14,9 @@ import pandas as pd
 from finpod.backtest.result import TraderKind, TraderResult
 from finpod.data.panel import Panel
 
+MIN_TRANSACTION_USD = 0.01
+"""Holding changes worth less than a cent are float32 rounding in the env, not transactions."""
+
 
 @dataclass(frozen=True)
 class Ledger:
@@ -104,10 +107,10 @@ def ledger_to_result(
 
 
 def _transactions(panel: Panel, ledger: Ledger) -> pd.DataFrame:
-    """pyfolio transactions: one row per (bar, asset) whose holding changed."""
+    """pyfolio transactions: one row per (bar, asset) whose holding changed by a cent or more."""
     before = np.vstack([np.zeros((1, ledger.shares.shape[1])), ledger.shares[:-1]])
     amount = ledger.shares - before
-    rows, cols = np.nonzero(np.abs(amount) > 0.0)
+    rows, cols = np.nonzero(np.abs(amount * ledger.fill_price_usd) >= MIN_TRANSACTION_USD)
     stamps = pd.to_datetime(panel.timestamps_ns[ledger.first_bar + rows], utc=True)
     return pd.DataFrame(
         {

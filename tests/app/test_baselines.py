@@ -38,7 +38,7 @@ def test_equal_weight_buys_once_and_holds(tiny_panel: Panel) -> None:
     assert result.costs_usd.iloc[0] == pytest.approx(2 * per_asset_usd * FEE_RATE)
     assert result.costs_usd.iloc[1:].sum() == 0.0
     assert result.turnover.iloc[0] == pytest.approx(2 * per_asset_usd / CASH_USD)
-    compounded = float((1 + result.returns).prod()) * CASH_USD
+    compounded = float(np.prod(1 + result.returns.to_numpy())) * CASH_USD
     assert compounded == pytest.approx(expected_final)
     positions = result.positions_usd
     assert list(positions.columns) == ["AAA", "BBB", "cash"]

@@ -1,0 +1,43 @@
+"""The deterministic backtest pass: hand-checked fills, costs and baselines over a known panel."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from finpod.backtest.runner import run_backtest
+from finpod.data.panel import Panel
+from finpod.env.config import EnvConfig
+
+CASH_USD = 1_000.0
+FEE_RATE = 0.01
+CPU = torch.device("cpu")
+
+
+def _constant(weights: list[float]) -> object:
+    target = torch.tensor([weights])
+    return lambda obs: target.expand(obs.shape[0], target.shape[1])
+
+
+def test_all_in_one_asset_matches_hand_computation(tiny_panel: Panel) -> None:
+    config = EnvConfig(initial_cash_usd=CASH_USD, fee_rate=FEE_RATE, max_participation=1.0)
+    result = run_backtest(tiny_panel, "backtest", config, {"all_a": _constant([0.0, 1.0, 0.0])}, CPU)
+    trader = result.traders["all_a"]
+    # Observes bar 6 at its close, fills at bar 7's open (16 USD); A's last close is 27 USD.
+    shares = CASH_USD / (1 + FEE_RATE) / 16.0
+    assert trader.transactions["amount"].iloc[0] == pytest.approx(shares, rel=1e-5)
+    assert len(trader.transactions) == 1
+    assert trader.equity_usd.iloc[-1] == pytest.approx(shares * 27.0, rel=1e-5)
+    assert trader.costs_usd.iloc[0] == pytest.approx(CASH_USD - shares * 16.0, rel=1e-4)
+    assert list(result.traders) == ["all_a", "equal_weight", "market", "cash"]
+    assert result.benchmark_name == "market"
+
+
+def test_cash_policy_never_trades(tiny_panel: Panel) -> None:
+    config = EnvConfig(initial_cash_usd=CASH_USD, fee_rate=FEE_RATE)
+    result = run_backtest(tiny_panel, "validation", config, {"idle": _constant([1.0, 0.0, 0.0])}, CPU)
+    idle = result.traders["idle"]
+    assert (idle.returns == 0.0).all()
+    assert idle.transactions.empty
+    assert result.segment == "validation"
+    assert len(idle.returns) == 2

@@ -1,0 +1,165 @@
+"""Actor-critic MLP and the bounded-action distribution it parameterises.
+
+Shapes: ``B`` rows (envs or a minibatch), ``D`` observation size, ``A`` action size.
+
+The policy is a product of independent Beta distributions on the unit interval, one per action
+dimension, with both concentrations ``1 + softplus(.)`` so that every marginal is unimodal and has a
+finite density at the bounds. The agent scales a unit sample ``u`` to ``low + (high - low) * u``;
+log-probabilities and entropies are those of ``u`` (the affine scaling shifts both by the constant
+``A * log(high - low)``, which cancels in PPO's probability ratio and has no gradient).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from torch import nn
+
+Activation = Literal["tanh", "relu", "elu"]
+"""Hidden-layer nonlinearity of the MLPs."""
+
+_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
+
+HIDDEN_INIT_GAIN = math.sqrt(2.0)
+"""Orthogonal-init gain of hidden layers (the usual PPO choice)."""
+ACTOR_HEAD_INIT_GAIN = 0.01
+"""Orthogonal-init gain of the actor's output layer: near-zero logits give a broad initial policy."""
+CRITIC_HEAD_INIT_GAIN = 1.0
+"""Orthogonal-init gain of the critic's output layer."""
+UNIT_SAMPLE_MARGIN = 1e-6
+"""Unit-interval samples are clamped to ``[margin, 1 - margin]`` before ``log`` so a float32 sample
+that rounded to exactly 0 or 1 keeps a finite log-probability."""
+
+
+def _linear(in_features: int, out_features: int, gain: float, generator: torch.Generator) -> nn.Linear:
+    layer = nn.Linear(in_features, out_features)
+    nn.init.orthogonal_(layer.weight, gain=gain, generator=generator)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def mlp(
+    in_features: int,
+    hidden_sizes: tuple[int, ...],
+    out_features: int,
+    activation: Activation,
+    head_gain: float,
+    generator: torch.Generator,
+) -> nn.Sequential:
+    """A fully connected network ``in -> hidden... -> out`` with orthogonal initialisation.
+
+    Args:
+        in_features: input width.
+        hidden_sizes: widths of the hidden layers, in order (may be empty: a linear map).
+        out_features: output width.
+        activation: nonlinearity after every hidden layer (none after the output layer).
+        head_gain: orthogonal-init gain of the output layer.
+        generator: CPU generator the initial weights are drawn from.
+
+    Returns:
+        The network: ``(B, in_features)`` -> ``(B, out_features)``.
+    """
+    layers: list[nn.Module] = []
+    width = in_features
+    for hidden in hidden_sizes:
+        layers += [_linear(width, hidden, HIDDEN_INIT_GAIN, generator), _ACTIVATIONS[activation]()]
+        width = hidden
+    layers.append(_linear(width, out_features, head_gain, generator))
+    return nn.Sequential(*layers)
+
+
+class BetaPolicyDistribution:
+    """Independent Beta distributions over ``A`` unit-interval action dimensions, batched over ``B``.
+
+    Args:
+        alpha: ``(B, A)`` first concentration, > 1.
+        beta: ``(B, A)`` second concentration, > 1.
+    """
+
+    def __init__(self, alpha: torch.Tensor, beta: torch.Tensor) -> None:
+        self.alpha = alpha
+        self.beta = beta
+
+    def sample(self, generator: torch.Generator) -> torch.Tensor:
+        """Draw unit-interval actions ``(B, A)`` from ``generator`` (no gradient).
+
+        A Beta(a, b) draw is the first coordinate of a Dirichlet(a, b) draw; torch's Dirichlet
+        sampler is the one ``torch.distributions.Beta`` uses, called here with an explicit
+        generator so that each agent owns its randomness.
+        """
+        concentration = torch.stack((self.alpha.detach(), self.beta.detach()), dim=-1)
+        return torch._sample_dirichlet(concentration, generator=generator)[..., 0]
+
+    def mean(self) -> torch.Tensor:
+        """The distribution's mean ``(B, A)`` on the unit interval: ``alpha / (alpha + beta)``."""
+        return self.alpha / (self.alpha + self.beta)
+
+    def log_prob(self, unit_actions: torch.Tensor) -> torch.Tensor:
+        """Joint log-density ``(B,)`` of unit-interval actions ``(B, A)`` (nats)."""
+        u = unit_actions.clamp(UNIT_SAMPLE_MARGIN, 1.0 - UNIT_SAMPLE_MARGIN)
+        a, b = self.alpha, self.beta
+        log_norm = torch.lgamma(a) + torch.lgamma(b) - torch.lgamma(a + b)
+        per_dim = (a - 1.0) * torch.log(u) + (b - 1.0) * torch.log1p(-u) - log_norm
+        return per_dim.sum(dim=-1)
+
+    def entropy(self) -> torch.Tensor:
+        """Joint differential entropy ``(B,)`` on the unit interval (nats)."""
+        a, b = self.alpha, self.beta
+        log_norm = torch.lgamma(a) + torch.lgamma(b) - torch.lgamma(a + b)
+        per_dim = (
+            log_norm
+            - (a - 1.0) * torch.digamma(a)
+            - (b - 1.0) * torch.digamma(b)
+            + (a + b - 2.0) * torch.digamma(a + b)
+        )
+        return per_dim.sum(dim=-1)
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic MLPs over the same (normalised) observation.
+
+    Args:
+        obs_dim: ``D``, observation width.
+        action_dim: ``A``, action width.
+        hidden_sizes: hidden-layer widths, shared by actor and critic (each has its own weights).
+        activation: hidden-layer nonlinearity.
+        seed: seeds the initial weights (drawn on the CPU, so identical on every device).
+    """
+
+    def __init__(
+        self, obs_dim: int, action_dim: int, hidden_sizes: tuple[int, ...], activation: Activation, seed: int
+    ) -> None:
+        super().__init__()
+        self.obs_dim = obs_dim
+        self.action_dim = action_dim
+        generator = torch.Generator().manual_seed(seed)
+        self.actor = mlp(obs_dim, hidden_sizes, 2 * action_dim, activation, ACTOR_HEAD_INIT_GAIN, generator)
+        self.critic = mlp(obs_dim, hidden_sizes, 1, activation, CRITIC_HEAD_INIT_GAIN, generator)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values ``(B,)`` for observations ``(B, D)`` (in units of discounted reward)."""
+        return self.critic(obs).squeeze(-1)
+
+    def distribution(self, obs: torch.Tensor) -> BetaPolicyDistribution:
+        """The policy's action distribution for observations ``(B, D)``."""
+        logits = self.actor(obs)
+        alpha_logits, beta_logits = logits.split(self.action_dim, dim=-1)
+        return BetaPolicyDistribution(
+            1.0 + nn.functional.softplus(alpha_logits), 1.0 + nn.functional.softplus(beta_logits)
+        )
+
+    def matmul_flops_per_row(self) -> tuple[int, int]:
+        """Multiply-add FLOPs of one forward pass for one observation row.
+
+        Returns:
+            ``(total, first_layers)``: ``total`` is ``2 * sum(in * out)`` over every linear layer of
+            actor and critic; ``first_layers`` is the part spent in the two input layers (their
+            backward pass needs no gradient with respect to the observation).
+        """
+        linears = [m for m in self.modules() if isinstance(m, nn.Linear)]
+        total = sum(2 * m.in_features * m.out_features for m in linears)
+        firsts = [net[0] for net in (self.actor, self.critic)]
+        first = sum(2 * m.in_features * m.out_features for m in firsts if isinstance(m, nn.Linear))
+        return total, first

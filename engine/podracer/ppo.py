@@ -1,0 +1,705 @@
+"""Proximal Policy Optimisation for batched, bounded-action tensor envs, top to bottom in one file.
+
+Shapes: ``T`` rollout steps per round, ``N`` parallel envs, ``D`` observation size, ``A`` action
+size, ``B = T * N`` transitions per round.
+
+One training round (:meth:`PPOAgent.train_round`):
+
+1. **Collect** ``T`` steps from all ``N`` envs into preallocated ``(T, N, ...)`` buffers on the env's
+   device, sampling actions from a Beta policy scaled to ``[action_low, action_high]``. Nothing in
+   this loop reads a tensor back to the host.
+2. **Bootstrap truncations**: where an episode was *truncated* (time limit, end of data), the reward
+   of that step gets ``gamma * V(final_obs)``; where it *terminated*, it does not.
+3. **GAE**: advantages and returns by generalised advantage estimation (:func:`compute_gae`).
+4. **Learn**: ``update_epochs`` passes over the ``B`` transitions in ``num_minibatches`` shuffled
+   minibatches, minimising the clipped policy loss, the (optionally clipped) value loss and the
+   negative entropy bonus, with advantage normalisation, gradient-norm clipping and an optional
+   KL early stop.
+5. **Report**: every metric is a tensor until the single host sync at the end of the round.
+
+Observation normalisation (optional, :attr:`PPOConfig.normalize_observations`) keeps a running
+mean and variance per observation feature. The statistics are frozen within a round (the rollout
+and the learning steps see the same normalisation) and merged with the round's observations at its
+end; they travel with the weights in :meth:`PPOAgent.state_dict` and :meth:`PPOAgent.load_weights_from`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import torch
+from torch import nn
+
+from podracer.api import RoundStats, TensorVectorEnv
+from podracer.networks import Activation, ActorCritic
+
+LrSchedule = Literal["constant", "linear"]
+"""``constant``: always ``learning_rate``; ``linear``: decays to 0 at ``total_env_steps``."""
+
+STATE_FORMAT = "podracer.ppo/1"
+"""Tag stored in every :meth:`PPOAgent.state_dict`, checked on load."""
+
+_SEED_SPACE = 2**31 - 1
+"""Env reset seeds are drawn uniformly from ``[0, _SEED_SPACE)`` by the agent's generator."""
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """Every hyper-parameter of :class:`PPOAgent`, with its unit or meaning.
+
+    Attributes:
+        rollout_steps: env steps collected per env per round (``T``); a round yields ``T * N``
+            transitions.
+        gamma: discount factor per env step, in ``(0, 1]``.
+        gae_lambda: GAE bias/variance trade-off, in ``[0, 1]`` (1 = Monte Carlo returns).
+        learning_rate: Adam step size at the start of training.
+        lr_schedule: ``"constant"`` or ``"linear"`` (decays to 0 at ``total_env_steps``).
+        total_env_steps: env steps over which the ``linear`` schedule decays (unused by ``constant``).
+        update_epochs: passes over each round's transitions.
+        num_minibatches: minibatches per pass (minibatch size is ``T * N / num_minibatches``).
+        clip_coef: PPO ratio clip range ``epsilon`` (the ratio is kept within ``1 +- epsilon``).
+        clip_value: whether the value loss is clipped around the rollout's value estimates.
+        value_clip_coef: half-width of that value clip, in units of discounted reward.
+        entropy_coef: weight of the entropy bonus in the loss (nats to loss units).
+        value_coef: weight of the value loss in the loss.
+        max_grad_norm: global L2 norm the gradient is clipped to before each step.
+        normalize_advantages: standardise advantages per minibatch (zero mean, unit variance).
+        normalize_observations: normalise observations with running per-feature mean and variance.
+        obs_clip: normalised observations are clipped to ``[-obs_clip, obs_clip]`` (standard deviations).
+        hidden_sizes: hidden-layer widths of the actor and of the critic MLPs.
+        activation: hidden-layer nonlinearity (``tanh``, ``relu`` or ``elu``).
+        adam_eps: Adam's denominator epsilon.
+        target_kl: stop a round's remaining epochs once the mean approximate KL of an epoch exceeds
+            this (nats); ``None`` never stops early.
+    """
+
+    rollout_steps: int = 64
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    learning_rate: float = 3e-4
+    lr_schedule: LrSchedule = "constant"
+    total_env_steps: int = 10_000_000
+    update_epochs: int = 4
+    num_minibatches: int = 16
+    clip_coef: float = 0.2
+    clip_value: bool = True
+    value_clip_coef: float = 0.2
+    entropy_coef: float = 0.0
+    value_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    normalize_advantages: bool = True
+    normalize_observations: bool = True
+    obs_clip: float = 10.0
+    hidden_sizes: tuple[int, ...] = (512, 512)
+    activation: Activation = "relu"
+    adam_eps: float = 1e-5
+    target_kl: float | None = None
+
+    PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {
+        "learning_rate": (1e-5, 3e-3),
+        "entropy_coef": (0.0, 0.05),
+        "clip_coef": (0.05, 0.4),
+        "gae_lambda": (0.8, 1.0),
+        "gamma": (0.9, 0.9999),
+        "value_coef": (0.1, 1.0),
+    }
+    """Float fields a tournament may perturb, with their allowed ``(min, max)``."""
+
+    def __post_init__(self) -> None:
+        """Reject values PPO cannot run with; each message names the field and the allowed range."""
+        positive_ints = ("rollout_steps", "total_env_steps", "update_epochs", "num_minibatches")
+        for name in positive_ints:
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"PPOConfig.{name} must be >= 1, got {getattr(self, name)}")
+        ranges = {
+            "gamma": (0.0, 1.0),
+            "gae_lambda": (0.0, 1.0),
+            "clip_coef": (0.0, None),
+            "value_clip_coef": (0.0, None),
+            "entropy_coef": (0.0, None),
+            "value_coef": (0.0, None),
+            "learning_rate": (0.0, None),
+            "max_grad_norm": (0.0, None),
+            "obs_clip": (0.0, None),
+            "adam_eps": (0.0, None),
+        }
+        for name, (low, high) in ranges.items():
+            value = float(getattr(self, name))
+            if value < low or (high is not None and value > high) or value != value:
+                bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+                raise ValueError(f"PPOConfig.{name} must be in {bound}, got {value}")
+        if self.lr_schedule not in ("constant", "linear"):
+            raise ValueError(
+                f"PPOConfig.lr_schedule must be 'constant' or 'linear', got {self.lr_schedule!r}"
+            )
+        if self.activation not in ("tanh", "relu", "elu"):
+            raise ValueError(f"PPOConfig.activation must be 'tanh', 'relu' or 'elu', got {self.activation!r}")
+        if not self.hidden_sizes or any(int(h) < 1 for h in self.hidden_sizes):
+            raise ValueError(
+                f"PPOConfig.hidden_sizes must be non-empty positive widths, got {self.hidden_sizes}"
+            )
+        if self.target_kl is not None and not self.target_kl > 0.0:
+            raise ValueError(f"PPOConfig.target_kl must be > 0 or None, got {self.target_kl}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python form (``hidden_sizes`` as a list) for snapshots and logs."""
+        plain = dataclasses.asdict(self)
+        plain["hidden_sizes"] = list(self.hidden_sizes)
+        return plain
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> PPOConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are an error (a snapshot from another version)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"PPOConfig has no field(s) {unknown}; known: {sorted(known)}")
+        plain = dict(values)
+        if "hidden_sizes" in plain:
+            plain["hidden_sizes"] = tuple(int(h) for h in plain["hidden_sizes"])
+        return cls(**plain)
+
+
+def learning_rate_at(config: PPOConfig, env_steps: int) -> float:
+    """Learning rate for a round that starts after ``env_steps`` env steps of training.
+
+    ``constant``: ``learning_rate``. ``linear``: ``learning_rate * max(0, 1 - env_steps / total_env_steps)``.
+    """
+    if config.lr_schedule == "constant":
+        return config.learning_rate
+    remaining = max(0.0, 1.0 - env_steps / config.total_env_steps)
+    return config.learning_rate * remaining
+
+
+def bootstrap_truncated(
+    rewards: torch.Tensor,
+    truncated: torch.Tensor,
+    terminated: torch.Tensor,
+    final_values: torch.Tensor,
+    gamma: float,
+) -> torch.Tensor:
+    """Rewards with the value of the state reached added where an episode was truncated.
+
+    Args:
+        rewards: ``(T, N)`` rewards.
+        truncated: ``(T, N)`` bool, the episode was cut off after this step (time limit).
+        terminated: ``(T, N)`` bool, the episode really ended after this step (no future value).
+        final_values: ``(T, N)`` ``V(final_obs)``, the value of the observation each step reached
+            before any reset (only read where truncated).
+        gamma: discount per step.
+
+    Returns:
+        ``(T, N)``: ``rewards + gamma * final_values`` where truncated and not terminated, else ``rewards``.
+    """
+    bootstrap = truncated & ~terminated
+    return rewards + gamma * final_values * bootstrap.to(rewards.dtype)
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    episode_ends: torch.Tensor,
+    last_values: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimates over a rollout.
+
+    ``delta_t = r_t + gamma * V_{t+1} * (1 - end_t) - V_t`` and
+    ``A_t = delta_t + gamma * lambda * (1 - end_t) * A_{t+1}``, where ``V_T`` is ``last_values``.
+    Truncated steps count as episode ends here: their future value is already in ``r_t``
+    (:func:`bootstrap_truncated`).
+
+    Args:
+        rewards: ``(T, N)`` rewards (bootstrapped on truncation).
+        values: ``(T, N)`` ``V(obs_t)`` from the rollout.
+        episode_ends: ``(T, N)`` bool, the episode ended (terminated or truncated) after step ``t``.
+        last_values: ``(N,)`` value of the observation after the last step.
+        gamma: discount per step.
+        gae_lambda: GAE lambda.
+
+    Returns:
+        ``(advantages, returns)``, both ``(T, N)``; ``returns = advantages + values``.
+    """
+    steps = rewards.shape[0]
+    continues = (~episode_ends).to(rewards.dtype)
+    advantages = torch.empty_like(rewards)
+    next_advantage = torch.zeros_like(last_values)
+    next_value = last_values
+    for t in reversed(range(steps)):
+        delta = rewards[t] + gamma * next_value * continues[t] - values[t]
+        next_advantage = delta + gamma * gae_lambda * continues[t] * next_advantage
+        advantages[t] = next_advantage
+        next_value = values[t]
+    return advantages, advantages + values
+
+
+class RunningMeanStd(nn.Module):
+    """Per-feature running mean and variance of observations (parallel-merge update).
+
+    Args:
+        dim: ``D``, number of features.
+    """
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.mean: torch.Tensor
+        self.var: torch.Tensor
+        self.count: torch.Tensor
+        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    def merge(self, batch_sum: torch.Tensor, batch_sumsq: torch.Tensor, batch_count: torch.Tensor) -> None:
+        """Fold in a batch given by its per-feature sum ``(D,)``, sum of squares ``(D,)`` and row count."""
+        batch_mean = batch_sum / batch_count
+        batch_var = (batch_sumsq / batch_count - batch_mean.square()).clamp_min(0.0)
+        total = self.count + batch_count
+        delta = batch_mean - self.mean
+        new_mean = self.mean + delta * batch_count / total
+        m2 = (
+            self.var * self.count
+            + batch_var * batch_count
+            + delta.square() * self.count * batch_count / total
+        )
+        self.mean.copy_(new_mean)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def normalize(self, obs: torch.Tensor, clip: float) -> torch.Tensor:
+        """``(obs - mean) / std`` clipped to ``[-clip, clip]``, float32 ``(B, D)``."""
+        mean = self.mean.to(obs.dtype)
+        std = self.var.to(obs.dtype).add(1e-8).sqrt()
+        return ((obs - mean) / std).clamp(-clip, clip)
+
+
+@dataclass
+class Rollout:
+    """One round's transitions, all ``(T, N, ...)`` on the env's device.
+
+    Attributes:
+        obs: ``(T, N, D)`` observations the policy saw (normalised when enabled).
+        unit_actions: ``(T, N, A)`` sampled actions on the unit interval (before scaling).
+        log_probs: ``(T, N)`` log-density of ``unit_actions`` under the rollout policy.
+        values: ``(T, N)`` critic values of ``obs``.
+        rewards: ``(T, N)`` env rewards, then bootstrapped on truncation.
+        terminated: ``(T, N)`` bool.
+        truncated: ``(T, N)`` bool.
+        final_obs: ``(T, N, D)`` observation each step reached before any reset (normalised when enabled).
+        advantages: ``(T, N)`` GAE advantages (filled after collection).
+        returns: ``(T, N)`` value targets (filled after collection).
+    """
+
+    obs: torch.Tensor
+    unit_actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+    rewards: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    final_obs: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+    @classmethod
+    def allocate(
+        cls, steps: int, num_envs: int, obs_dim: int, action_dim: int, device: torch.device
+    ) -> Rollout:
+        """Zeroed buffers for ``steps`` x ``num_envs`` transitions on ``device``."""
+
+        def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.zeros(shape, dtype=dtype, device=device)
+
+        return cls(
+            obs=zeros(steps, num_envs, obs_dim),
+            unit_actions=zeros(steps, num_envs, action_dim),
+            log_probs=zeros(steps, num_envs),
+            values=zeros(steps, num_envs),
+            rewards=zeros(steps, num_envs),
+            terminated=zeros(steps, num_envs, dtype=torch.bool),
+            truncated=zeros(steps, num_envs, dtype=torch.bool),
+            final_obs=zeros(steps, num_envs, obs_dim),
+            advantages=zeros(steps, num_envs),
+            returns=zeros(steps, num_envs),
+        )
+
+
+class PPOAgent:
+    """A PPO learner with a Beta policy over a box ``[action_low, action_high]^A``.
+
+    Satisfies :class:`podracer.api.Agent`.
+
+    Args:
+        obs_dim: ``D``, observation width.
+        action_dim: ``A``, action width.
+        action_low: lower bound of every action dimension.
+        action_high: upper bound of every action dimension (> ``action_low``).
+        config: hyper-parameters.
+        device: where the networks, buffers and random generator live (must be the env's device).
+        seed: seeds the network initialisation and every random draw of the agent (action sampling,
+            minibatch shuffling, env reset seeds).
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        action_low: float,
+        action_high: float,
+        config: PPOConfig,
+        device: torch.device | str = "cpu",
+        seed: int = 0,
+    ) -> None:
+        if obs_dim < 1 or action_dim < 1:
+            raise ValueError(f"obs_dim and action_dim must be >= 1, got {obs_dim} and {action_dim}")
+        if not action_high > action_low:
+            raise ValueError(f"action_high must exceed action_low, got [{action_low}, {action_high}]")
+        self.obs_dim = obs_dim
+        self.action_dim = action_dim
+        self.action_low = float(action_low)
+        self.action_high = float(action_high)
+        self.config = config
+        self.device = torch.device(device)
+        self.seed = seed
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.model = ActorCritic(obs_dim, action_dim, config.hidden_sizes, config.activation, seed).to(
+            self.device
+        )
+        self.obs_stats = RunningMeanStd(obs_dim).to(self.device)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=config.learning_rate, eps=config.adam_eps
+        )
+        self.env_steps = 0
+        self.policy_version = 0
+        self._env: TensorVectorEnv | None = None
+        self._next_obs: torch.Tensor | None = None
+        self._rollout: Rollout | None = None
+
+    # ------------------------------------------------------------------ acting
+
+    def _normalize(self, obs: torch.Tensor) -> torch.Tensor:
+        if not self.config.normalize_observations:
+            return obs
+        return self.obs_stats.normalize(obs, self.config.obs_clip)
+
+    def _scale(self, unit_actions: torch.Tensor) -> torch.Tensor:
+        return self.action_low + (self.action_high - self.action_low) * unit_actions
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """Actions ``(N, A)`` in ``[action_low, action_high]`` for raw observations ``(N, D)``.
+
+        Deterministic actions are the policy's mean; stochastic ones are drawn from the agent's generator.
+        """
+        dist = self.model.distribution(self._normalize(obs))
+        unit = dist.mean() if deterministic else dist.sample(self.generator)
+        return self._scale(unit)
+
+    # ------------------------------------------------------------------ collecting
+
+    @torch.no_grad()
+    def collect(self, env: TensorVectorEnv) -> tuple[Rollout, dict[str, torch.Tensor]]:
+        """Run ``rollout_steps`` steps on every env of ``env`` and compute advantages and returns.
+
+        Resets ``env`` the first time it is seen and continues from its last observation afterwards.
+        Updates the observation statistics with the round's observations at the end.
+
+        Returns:
+            ``(rollout, metrics)``; the metrics are 0-d tensors (no host sync here).
+        """
+        cfg = self.config
+        steps, num_envs = cfg.rollout_steps, env.num_envs
+        if env.obs_dim != self.obs_dim or env.action_dim != self.action_dim:
+            raise ValueError(
+                f"env has obs_dim={env.obs_dim}, action_dim={env.action_dim}; "
+                f"agent expects {self.obs_dim}, {self.action_dim}"
+            )
+        buf = self._rollout
+        if buf is None or buf.obs.shape[:2] != (steps, num_envs):
+            buf = self._rollout = Rollout.allocate(
+                steps, num_envs, self.obs_dim, self.action_dim, self.device
+            )
+        if env is not self._env or self._next_obs is None:
+            seed = int(torch.randint(_SEED_SPACE, (), generator=self.generator, device=self.device))
+            self._next_obs, _ = env.reset(seed=seed)
+            self._env = env
+        raw_obs = self._next_obs
+        obs_sum = torch.zeros(self.obs_dim, dtype=torch.float64, device=self.device)
+        obs_sumsq = torch.zeros_like(obs_sum)
+        episode_return = torch.zeros(num_envs, device=self.device)
+        finished_return_sum = torch.zeros((), device=self.device)
+        finished_count = torch.zeros((), device=self.device)
+
+        for t in range(steps):
+            obs_sum += raw_obs.sum(0).double()
+            obs_sumsq += raw_obs.square().sum(0).double()
+            obs = self._normalize(raw_obs)
+            dist = self.model.distribution(obs)
+            unit = dist.sample(self.generator)
+            buf.obs[t] = obs
+            buf.unit_actions[t] = unit
+            buf.log_probs[t] = dist.log_prob(unit)
+            buf.values[t] = self.model.value(obs)
+            raw_obs, reward, terminated, truncated, info = env.step(self._scale(unit))
+            buf.rewards[t] = reward
+            buf.terminated[t] = terminated
+            buf.truncated[t] = truncated
+            buf.final_obs[t] = self._normalize(info["final_obs"])
+            ended = (terminated | truncated).to(reward.dtype)
+            episode_return += reward
+            finished_return_sum += (episode_return * ended).sum()
+            finished_count += ended.sum()
+            episode_return *= 1.0 - ended
+        self._next_obs = raw_obs
+
+        # Truncated episodes: add gamma * V(final_obs). One host sync finds the (rare) truncated rows.
+        mean_env_reward = buf.rewards.mean()
+        cut = (buf.truncated & ~buf.terminated).nonzero(as_tuple=True)
+        final_values = torch.zeros_like(buf.rewards)
+        if cut[0].numel() > 0:
+            final_values[cut] = self.model.value(buf.final_obs[cut])
+        buf.rewards.copy_(
+            bootstrap_truncated(buf.rewards, buf.truncated, buf.terminated, final_values, cfg.gamma)
+        )
+        last_values = self.model.value(self._normalize(raw_obs))
+        advantages, returns = compute_gae(
+            buf.rewards, buf.values, buf.terminated | buf.truncated, last_values, cfg.gamma, cfg.gae_lambda
+        )
+        buf.advantages.copy_(advantages)
+        buf.returns.copy_(returns)
+        if cfg.normalize_observations:
+            self.obs_stats.merge(
+                obs_sum, obs_sumsq, torch.tensor(float(steps * num_envs), dtype=torch.float64)
+            )
+        metrics = {
+            "mean_reward": mean_env_reward,
+            "episodes_finished": finished_count,
+            "mean_episode_return": finished_return_sum / finished_count.clamp_min(1.0),
+        }
+        return buf, metrics
+
+    # ------------------------------------------------------------------ learning
+
+    def learn(self, rollout: Rollout) -> dict[str, torch.Tensor]:
+        """``update_epochs`` passes of clipped-PPO minibatch updates over ``rollout``.
+
+        Returns:
+            Metrics as 0-d tensors (means over the minibatches run).
+        """
+        cfg = self.config
+        lr = learning_rate_at(cfg, self.env_steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        obs = rollout.obs.flatten(0, 1)
+        unit_actions = rollout.unit_actions.flatten(0, 1)
+        old_log_probs = rollout.log_probs.flatten()
+        old_values = rollout.values.flatten()
+        advantages = rollout.advantages.flatten()
+        returns = rollout.returns.flatten()
+        batch = obs.shape[0]
+
+        sums = torch.zeros(6, device=self.device)  # policy, value, entropy, approx_kl, clip_frac, count
+        epochs_run = 0
+        for _ in range(cfg.update_epochs):
+            epoch_kl = torch.zeros((), device=self.device)
+            order = torch.randperm(batch, generator=self.generator, device=self.device)
+            minibatches = order.tensor_split(cfg.num_minibatches)
+            for idx in minibatches:
+                dist = self.model.distribution(obs[idx])
+                new_log_probs = dist.log_prob(unit_actions[idx])
+                entropy = dist.entropy().mean()
+                log_ratio = new_log_probs - old_log_probs[idx]
+                ratio = log_ratio.exp()
+                adv = advantages[idx]
+                if cfg.normalize_advantages:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                policy_loss = torch.max(
+                    -adv * ratio, -adv * ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
+                ).mean()
+
+                new_values = self.model.value(obs[idx])
+                if cfg.clip_value:
+                    clipped = old_values[idx] + (new_values - old_values[idx]).clamp(
+                        -cfg.value_clip_coef, cfg.value_clip_coef
+                    )
+                    value_loss = (
+                        0.5
+                        * torch.max(
+                            (new_values - returns[idx]).square(), (clipped - returns[idx]).square()
+                        ).mean()
+                    )
+                else:
+                    value_loss = 0.5 * (new_values - returns[idx]).square().mean()
+
+                loss = policy_loss - cfg.entropy_coef * entropy + cfg.value_coef * value_loss
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1.0) - log_ratio).mean()
+                    clip_frac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
+                    epoch_kl += approx_kl / len(minibatches)
+                    sums += torch.stack(
+                        (
+                            policy_loss.detach(),
+                            value_loss.detach(),
+                            entropy.detach(),
+                            approx_kl,
+                            clip_frac,
+                            sums.new_ones(()),
+                        )
+                    )
+            epochs_run += 1
+            if cfg.target_kl is not None and float(epoch_kl) > cfg.target_kl:
+                break
+
+        with torch.no_grad():
+            count = sums[5]
+            explained_variance = 1.0 - (returns - old_values).var() / returns.var().clamp_min(1e-8)
+        return {
+            "policy_loss": sums[0] / count,
+            "value_loss": sums[1] / count,
+            "entropy": sums[2] / count,
+            "approx_kl": sums[3] / count,
+            "clip_fraction": sums[4] / count,
+            "explained_variance": explained_variance,
+            "learning_rate": torch.tensor(lr),
+            "epochs_run": torch.tensor(float(epochs_run)),
+        }
+
+    def train_round(self, env: TensorVectorEnv) -> RoundStats:
+        """Collect ``rollout_steps x env.num_envs`` transitions from ``env``, then learn from them.
+
+        Returns:
+            The round's env steps, wall seconds and metrics (one host sync, at the end).
+        """
+        start = time.perf_counter()
+        rollout, collect_metrics = self.collect(env)
+        learn_metrics = self.learn(rollout)
+        names = [*collect_metrics, *learn_metrics]
+        values = torch.stack(
+            [v.to(self.device, torch.float32) for v in (*collect_metrics.values(), *learn_metrics.values())]
+        )
+        metrics = dict(zip(names, values.tolist(), strict=True))
+        steps = rollout.rewards.numel()
+        self.env_steps += steps
+        self.policy_version += 1
+        return RoundStats(env_steps=steps, seconds=time.perf_counter() - start, metrics=metrics)
+
+    # ------------------------------------------------------------------ snapshots
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume, as tensors and plain Python values.
+
+        Loads with ``torch.load(path, weights_only=True)``. Keys: ``format``, ``config`` (plain
+        dict), ``obs_dim``, ``action_dim``, ``action_low``, ``action_high``, ``seed``, ``model``,
+        ``obs_stats``, ``optimizer``, ``env_steps``, ``policy_version``, ``rng_state``.
+        """
+        return {
+            "format": STATE_FORMAT,
+            "config": self.config.to_dict(),
+            "obs_dim": self.obs_dim,
+            "action_dim": self.action_dim,
+            "action_low": self.action_low,
+            "action_high": self.action_high,
+            "seed": self.seed,
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            "obs_stats": {k: v.detach().clone() for k, v in self.obs_stats.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "env_steps": self.env_steps,
+            "policy_version": self.policy_version,
+            "rng_state": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore networks, statistics, optimiser, counters and RNG from :meth:`state_dict`'s output.
+
+        The snapshot's config must equal this agent's (use :meth:`from_state_dict` to take the
+        snapshot's, or :meth:`load_weights_from` to keep this agent's hyper-parameters).
+        """
+        _check_format(state)
+        if PPOConfig.from_dict(state["config"]) != self.config:
+            raise ValueError(
+                "snapshot config differs from this agent's; use load_weights_from or from_state_dict"
+            )
+        self.load_weights_from(state, keep_optimizer=True)
+        self.env_steps = int(state["env_steps"])
+        self.policy_version = int(state["policy_version"])
+        self.generator.set_state(state["rng_state"])
+        self._env = None
+        self._next_obs = None
+
+    def load_weights_from(self, state: Mapping[str, Any], keep_optimizer: bool) -> None:
+        """Copy a snapshot's networks and observation statistics into this agent.
+
+        This agent keeps its own config, counters and generator: the tournament's generator uses it
+        to start a pod with perturbed hyper-parameters from a leader's weights. The learning rate
+        comes from this agent's config at the next round.
+
+        Args:
+            state: a :meth:`state_dict` with the same ``obs_dim``, ``action_dim`` and ``hidden_sizes``.
+            keep_optimizer: also copy the snapshot's Adam moments (else the optimiser starts fresh).
+        """
+        _check_format(state)
+        if (int(state["obs_dim"]), int(state["action_dim"])) != (self.obs_dim, self.action_dim):
+            raise ValueError(
+                f"snapshot is for obs_dim={state['obs_dim']}, action_dim={state['action_dim']}; "
+                f"this agent has {self.obs_dim}, {self.action_dim}"
+            )
+        if tuple(state["config"]["hidden_sizes"]) != self.config.hidden_sizes:
+            raise ValueError(
+                f"snapshot has hidden_sizes={tuple(state['config']['hidden_sizes'])}; "
+                f"this agent has {self.config.hidden_sizes}"
+            )
+        self.model.load_state_dict(state["model"])
+        self.obs_stats.load_state_dict(state["obs_stats"])
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=self.config.learning_rate, eps=self.config.adam_eps
+        )
+        if keep_optimizer:
+            self.optimizer.load_state_dict(state["optimizer"])
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.config.learning_rate
+                group["eps"] = self.config.adam_eps
+
+    @classmethod
+    def from_state_dict(cls, state: Mapping[str, Any], device: torch.device | str = "cpu") -> PPOAgent:
+        """A new agent with the snapshot's dimensions, config and full state, on ``device``."""
+        _check_format(state)
+        agent = cls(
+            obs_dim=int(state["obs_dim"]),
+            action_dim=int(state["action_dim"]),
+            action_low=float(state["action_low"]),
+            action_high=float(state["action_high"]),
+            config=PPOConfig.from_dict(state["config"]),
+            device=device,
+            seed=int(state["seed"]),
+        )
+        agent.load_state_dict(state)
+        return agent
+
+    def learner_flops_per_round(self, num_envs: int) -> int:
+        """Matmul FLOPs of one round's network work (rollout inference plus all update epochs).
+
+        Rollout: one actor and one critic forward per transition (``2 * weights``). Learning, per
+        transition and epoch: forward (``2 * weights``), weight gradients (``2 * weights``) and input
+        gradients of every layer but the two first (``2 * (weights - first_layers)``). Bootstrap
+        evaluations of truncated states and elementwise work are not counted. Assumes every epoch runs.
+        """
+        per_row, first = self.model.matmul_flops_per_row()
+        transitions = self.config.rollout_steps * num_envs
+        rollout = per_row * transitions
+        learning = (3 * per_row - first) * transitions * self.config.update_epochs
+        return rollout + learning
+
+
+def _check_format(state: Mapping[str, Any]) -> None:
+    found = state.get("format") if isinstance(state, Mapping) else None
+    if found != STATE_FORMAT:
+        raise ValueError(f"not a PPO agent snapshot: format is {found!r}, expected {STATE_FORMAT!r}")

@@ -5,5 +5,41 @@ pandas, no finpod and no broker client, and ``tests/engine/test_domain_free.py``
 """
 
 from podracer.api import Agent, Policy, RoundStats, TensorVectorEnv
+from podracer.backends import Backend, LocalBackend
+from podracer.ensemble import EnsemblePolicy
+from podracer.errors import PodracerError, SnapshotError, TournamentError
+from podracer.leaderboard import Leaderboard, LeaderboardEntry
+from podracer.orchestrator import (
+    HistoryRecord,
+    Tournament,
+    TournamentConfig,
+    TournamentEvent,
+    TournamentResult,
+    read_events,
+)
+from podracer.pod import AgentFactory, EnvFactory, Evaluate, PodAgent
 
-__all__ = ["Agent", "Policy", "RoundStats", "TensorVectorEnv"]
+__all__ = [
+    "Agent",
+    "AgentFactory",
+    "Backend",
+    "EnsemblePolicy",
+    "EnvFactory",
+    "Evaluate",
+    "HistoryRecord",
+    "Leaderboard",
+    "LeaderboardEntry",
+    "LocalBackend",
+    "PodAgent",
+    "PodracerError",
+    "Policy",
+    "RoundStats",
+    "SnapshotError",
+    "TensorVectorEnv",
+    "Tournament",
+    "TournamentConfig",
+    "TournamentError",
+    "TournamentEvent",
+    "TournamentResult",
+    "read_events",
+]

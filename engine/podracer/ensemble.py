@@ -1,0 +1,51 @@
+"""An ensemble policy: the mean of the deterministic actions of several agents.
+
+For actions that are target weights (non-negative, summing to one) the mean is again such a vector,
+so the ensemble trades like one agent whose allocation is the leaders' average.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from podracer.api import Agent
+from podracer.errors import TournamentError
+from podracer.leaderboard import Leaderboard
+from podracer.pod import AgentFactory
+
+
+class EnsemblePolicy:
+    """A :data:`podracer.api.Policy` averaging the deterministic actions of ``agents``.
+
+    Args:
+        agents: at least one agent; all must take the same observations and give the same action size.
+    """
+
+    def __init__(self, agents: Sequence[Agent]) -> None:
+        """See the class docstring."""
+        if not agents:
+            raise TournamentError("an ensemble needs at least one agent; pass k >= 1 or a non-empty list")
+        self.agents = tuple(agents)
+
+    @classmethod
+    def from_leaderboard(
+        cls, leaderboard: Leaderboard, k: int, agent_factory: AgentFactory
+    ) -> EnsemblePolicy:
+        """The ensemble of the top ``k`` entries of ``leaderboard`` (each rebuilt with ``agent_factory``).
+
+        Raises:
+            TournamentError: ``k`` < 1 or more than the leaderboard holds.
+        """
+        count = len(leaderboard.entries)
+        if not 1 <= k <= count:
+            raise TournamentError(
+                f"ensemble size k={k} but the leaderboard holds {count} entries; use 1 <= k <= {count}"
+            )
+        return cls([leaderboard.load_agent(rank, agent_factory) for rank in range(k)])
+
+    @torch.no_grad()
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        """Mean deterministic action ``(N, A)`` of the agents for observations ``(N, D)``."""
+        return torch.stack([agent.act(obs, deterministic=True) for agent in self.agents]).mean(dim=0)

@@ -1,0 +1,280 @@
+"""The leaderboard: the best K snapshots with their scores and lineage, durable on disk.
+
+Layout of its folder: ``index.json`` (the entries, best first) and one immutable, content-named
+snapshot file per entry. An admission writes the new snapshot first, then the index (atomically), and
+only then deletes the snapshot that fell off the board, so a process killed at any moment leaves an
+index whose every entry has its snapshot on disk. Files the index does not name (left by a kill
+between those steps) are removed by :meth:`Leaderboard.remove_unreferenced`.
+
+Ordering: higher score first; equal scores keep admission order (earlier first). Admission rule: a
+candidate enters when the board has fewer than K entries or its score is strictly above the K-th.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from podracer.api import Agent
+from podracer.errors import SnapshotError, TournamentError
+from podracer.pod import AgentFactory, config_from_record
+from podracer.snapshot import (
+    SNAPSHOT_SUFFIX,
+    TEMP_SUFFIX,
+    atomic_write_json,
+    fsync_directory,
+    load_snapshot,
+    read_json_record,
+    save_snapshot,
+)
+
+INDEX_NAME = "index.json"
+"""File name of the leaderboard's index inside its folder."""
+INDEX_FORMAT = "podracer.leaderboard"
+"""``format`` marker of the index file."""
+INDEX_FORMAT_VERSION = 1
+"""``version`` of the index file layout."""
+AGENT_STATE_KEY = "agent_state"
+"""Key of the agent's ``state_dict`` inside a snapshot payload."""
+
+
+@dataclass(frozen=True)
+class LeaderboardEntry:
+    """One admitted snapshot.
+
+    Attributes:
+        pod_id: the pod that produced it.
+        parent_id: that pod's parent entry's pod id, ``None`` for a pod started from scratch.
+        generation: 0 from scratch, parent's generation + 1 otherwise.
+        policy_version: training rounds behind these weights, lineage included.
+        score: the application's evaluation score (higher is better).
+        env_steps: env transitions the agent had learned from (``agent.env_steps``), lineage included.
+        created_at: admission time, ISO 8601 UTC.
+        seed: the seed the pod's agent and env were built with.
+        agent_config: the hyper-parameters as a record ``{"type": "module:QualName", "fields": {...}}``.
+        snapshot: absolute path of the snapshot file.
+        admission: admission counter of the board (breaks score ties: earlier first).
+    """
+
+    pod_id: int
+    parent_id: int | None
+    generation: int
+    policy_version: int
+    score: float
+    env_steps: int
+    created_at: str
+    seed: int
+    agent_config: dict[str, Any]
+    snapshot: Path
+    admission: int
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON record stored in the index (the snapshot by file name)."""
+        record = dataclasses.asdict(self)
+        record["snapshot"] = self.snapshot.name
+        return record
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What the orchestrator offers the leaderboard after a round (an entry without file or time)."""
+
+    pod_id: int
+    parent_id: int | None
+    generation: int
+    policy_version: int
+    score: float
+    env_steps: int
+    seed: int
+    agent_config: dict[str, Any]
+
+
+def _entry_from_record(directory: Path, record: Any, index_path: Path) -> LeaderboardEntry:
+    names = {f.name for f in dataclasses.fields(LeaderboardEntry)}
+    if not isinstance(record, dict) or set(record) != names:
+        raise SnapshotError(f"{index_path} has a malformed entry {record!r}: corrupt or foreign index")
+    snapshot = record["snapshot"]
+    if (
+        not isinstance(snapshot, str)
+        or Path(snapshot).name != snapshot
+        or not snapshot.endswith(SNAPSHOT_SUFFIX)
+    ):
+        raise SnapshotError(f"{index_path} names snapshot {snapshot!r} outside its folder: foreign index")
+    score = record["score"]
+    if not isinstance(score, int | float) or not math.isfinite(score):
+        raise SnapshotError(f"{index_path} has a non-finite score {score!r}: corrupt index")
+    return LeaderboardEntry(**{**record, "score": float(score), "snapshot": directory / snapshot})
+
+
+class Leaderboard:
+    """The top-K snapshots of a tournament, best first, stored under one folder.
+
+    Create with :meth:`create` (a new folder) or :meth:`open` (an existing one). A board is written
+    by one process (the orchestrator); any number may read it.
+    """
+
+    def __init__(
+        self, directory: Path, capacity: int, entries: list[LeaderboardEntry], admissions: int
+    ) -> None:
+        """Use :meth:`create` or :meth:`open`."""
+        self.directory = directory
+        self.capacity = capacity
+        self._entries = entries
+        self._admissions = admissions
+
+    @classmethod
+    def create(cls, directory: Path, capacity: int) -> Leaderboard:
+        """A new, empty board of ``capacity`` entries in ``directory`` (its index written at once).
+
+        Raises:
+            TournamentError: ``capacity`` < 1 or the folder already holds a leaderboard.
+        """
+        if capacity < 1:
+            raise TournamentError(f"leaderboard capacity is {capacity}; it must be at least 1")
+        if (directory / INDEX_NAME).exists():
+            raise TournamentError(f"{directory} already holds a leaderboard; open it or pick another folder")
+        board = cls(directory.resolve(), capacity, [], 0)
+        board._write_index()
+        return board
+
+    @classmethod
+    def open(cls, directory: Path) -> Leaderboard:
+        """Read the board in ``directory``.
+
+        Raises:
+            SnapshotError: the index is missing, corrupt or foreign.
+        """
+        directory = directory.resolve()
+        index_path = directory / INDEX_NAME
+        record = read_json_record(index_path, INDEX_FORMAT, INDEX_FORMAT_VERSION)
+        capacity = record.get("capacity")
+        admissions = record.get("admissions")
+        raw_entries = record.get("entries")
+        if not isinstance(capacity, int) or capacity < 1 or not isinstance(admissions, int):
+            raise SnapshotError(f"{index_path} has no valid capacity/admissions: corrupt index")
+        if not isinstance(raw_entries, list) or len(raw_entries) > capacity:
+            raise SnapshotError(f"{index_path} has no valid entry list: corrupt index")
+        entries = [_entry_from_record(directory, item, index_path) for item in raw_entries]
+        return cls(directory, capacity, entries, admissions)
+
+    @property
+    def entries(self) -> tuple[LeaderboardEntry, ...]:
+        """The entries, best first."""
+        return tuple(self._entries)
+
+    def scores(self) -> list[float]:
+        """The entries' scores, best first."""
+        return [entry.score for entry in self._entries]
+
+    def median_score(self) -> float | None:
+        """Median of the entries' scores, ``None`` when the board is empty."""
+        return statistics.median(self.scores()) if self._entries else None
+
+    def admits(self, score: float) -> bool:
+        """Whether a snapshot scoring ``score`` would enter: room left, or strictly above the K-th."""
+        return len(self._entries) < self.capacity or score > self._entries[-1].score
+
+    def offer(self, candidate: Candidate, agent_state: Mapping[str, Any]) -> LeaderboardEntry | None:
+        """Admit ``candidate`` with its agent's ``state_dict`` if :meth:`admits` its score.
+
+        Writes the snapshot, then the index; then deletes the snapshot that fell off the board.
+
+        Returns:
+            The new entry, or ``None`` when the candidate was not admitted.
+        """
+        if not self.admits(candidate.score):
+            return None
+        stem = f"pod-{candidate.pod_id:06d}-v{candidate.policy_version:06d}"
+        path = save_snapshot(self.directory, stem, {AGENT_STATE_KEY: dict(agent_state)})
+        entry = LeaderboardEntry(
+            **dataclasses.asdict(candidate),
+            created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            snapshot=path,
+            admission=self._admissions,
+        )
+        self._admissions += 1
+        ranked = sorted([*self._entries, entry], key=lambda e: (-e.score, e.admission))
+        kept, dropped = ranked[: self.capacity], ranked[self.capacity :]
+        self._entries = kept
+        self._write_index()
+        still_used = {e.snapshot for e in kept}
+        for gone in dropped:
+            if gone.snapshot not in still_used:
+                gone.snapshot.unlink(missing_ok=True)
+        if dropped:
+            fsync_directory(self.directory)
+        return entry if entry in kept else None
+
+    def rank_of(self, entry: LeaderboardEntry) -> int:
+        """0-based rank of ``entry`` on the board (0 = best)."""
+        return self._entries.index(entry)
+
+    def load_state(self, rank: int) -> dict[str, Any]:
+        """The agent ``state_dict`` stored for the entry at ``rank`` (0 = best).
+
+        Raises:
+            TournamentError: no entry at that rank.
+            SnapshotError: its snapshot is missing, corrupt or foreign.
+        """
+        entry = self.entry(rank)
+        payload = load_snapshot(entry.snapshot)
+        state = payload.get(AGENT_STATE_KEY)
+        if not isinstance(state, dict):
+            raise SnapshotError(f"{entry.snapshot} holds no agent state: foreign snapshot")
+        return state
+
+    def entry(self, rank: int) -> LeaderboardEntry:
+        """The entry at ``rank`` (0 = best).
+
+        Raises:
+            TournamentError: no entry at that rank.
+        """
+        if not 0 <= rank < len(self._entries):
+            raise TournamentError(
+                f"leaderboard rank {rank} does not exist; it has {len(self._entries)} entries (ranks from 0)"
+            )
+        return self._entries[rank]
+
+    def load_agent(self, rank: int, agent_factory: AgentFactory) -> Agent:
+        """Rebuild the agent at ``rank``: ``agent_factory(its config, its seed)``, then its weights.
+
+        The config class's module must already be imported (import your agent's module first).
+        """
+        entry = self.entry(rank)
+        agent = agent_factory(config_from_record(entry.agent_config), entry.seed)
+        agent.load_state_dict(self.load_state(rank))
+        return agent
+
+    def verify(self) -> None:
+        """Load every entry's snapshot; raises :class:`SnapshotError` on the first bad one."""
+        for rank in range(len(self._entries)):
+            self.load_state(rank)
+
+    def remove_unreferenced(self) -> list[Path]:
+        """Delete snapshot files the index does not name and temp files of interrupted writes."""
+        used = {entry.snapshot for entry in self._entries}
+        stale = [p for p in sorted(self.directory.glob(f"*{SNAPSHOT_SUFFIX}")) if p not in used]
+        stale += sorted(self.directory.glob(f".*{TEMP_SUFFIX}"))
+        for path in stale:
+            path.unlink(missing_ok=True)
+        if stale:
+            fsync_directory(self.directory)
+        return stale
+
+    def _write_index(self) -> None:
+        atomic_write_json(
+            self.directory / INDEX_NAME,
+            {
+                "format": INDEX_FORMAT,
+                "version": INDEX_FORMAT_VERSION,
+                "capacity": self.capacity,
+                "admissions": self._admissions,
+                "entries": [entry.to_record() for entry in self._entries],
+            },
+        )

@@ -1,0 +1,222 @@
+"""A pod: one agent with its identity, lineage, hyper-parameters and env, trained in rounds.
+
+A round is the unit of work the orchestrator hands to a backend: ``train_rounds_per_eval`` calls of
+``agent.train_round(env)`` followed by one call of the application's ``evaluate(policy)``. The round
+runs on a worker; everything else (judging, snapshots, replacing) happens in the orchestrator.
+
+Agent configs are frozen dataclasses whose class attribute ``PERTURBABLE`` maps float field names to
+their ``(min, max)`` bounds. They are stored as JSON records ``{"type": "module:QualName", "fields":
+{...}}`` and rebuilt only from classes whose module is already imported (nothing is imported on a
+file's say-so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from podracer.api import Agent, Policy, RoundStats, TensorVectorEnv
+from podracer.errors import SnapshotError, TournamentError
+
+
+class PodAgent(Agent, Protocol):
+    """An :class:`~podracer.api.Agent` that can also start from another agent's weights.
+
+    ``load_weights_from`` copies a snapshot's networks (and, with ``keep_optimizer``, its optimiser
+    moments) while keeping this agent's own hyper-parameters: how a child pod inherits a leader's
+    weights under perturbed hyper-parameters. ``load_state_dict`` restores everything and requires
+    the same hyper-parameters (how a pod resumes from its own snapshot).
+    """
+
+    def load_weights_from(self, state: Mapping[str, Any], keep_optimizer: bool) -> None:
+        """Copy networks (and optionally optimiser state) from a :meth:`state_dict` output."""
+        ...
+
+
+AgentFactory = Callable[[Any, int], PodAgent]
+"""``(agent_config, seed) -> agent``: builds a fresh agent with the given hyper-parameters."""
+EnvFactory = Callable[[int], TensorVectorEnv]
+"""``seed -> TensorVectorEnv``: builds a pod's own training env."""
+Evaluate = Callable[[Policy], float]
+"""``policy -> score``: the application's judgement of a policy, higher is better. Called from worker
+threads of the backend, so it must be safe to call concurrently (a pure function of the policy)."""
+
+
+def config_type_name(config: Any) -> str:
+    """``"module:QualName"`` of a dataclass config instance."""
+    cls = type(config)
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def check_agent_config(config: Any) -> dict[str, tuple[float, float]]:
+    """Check that ``config`` is a dataclass instance with a valid ``PERTURBABLE`` table; return it.
+
+    Raises:
+        TournamentError: not a dataclass, no ``PERTURBABLE`` mapping, or an entry that names no
+            field or has bounds that are not ``0 < min <= max``.
+    """
+    if not dataclasses.is_dataclass(config) or isinstance(config, type):
+        raise TournamentError(
+            f"agent config {config!r} is not a dataclass instance; pass e.g. PPOConfig(...) instead"
+        )
+    table = getattr(type(config), "PERTURBABLE", None)
+    if not isinstance(table, Mapping):
+        raise TournamentError(
+            f"{config_type_name(config)} has no PERTURBABLE class attribute (name -> (min, max)); add one"
+        )
+    names = {f.name for f in dataclasses.fields(config)}
+    checked: dict[str, tuple[float, float]] = {}
+    for name, bounds in table.items():
+        low, high = bounds
+        if name not in names or not isinstance(getattr(config, name), float):
+            raise TournamentError(
+                f"PERTURBABLE names {name!r}, which is not a float field of {config_type_name(config)}"
+            )
+        if not 0.0 < low <= high:
+            raise TournamentError(
+                f"PERTURBABLE bounds of {name!r} are {bounds!r}; they must satisfy 0 < min <= max"
+            )
+        checked[name] = (float(low), float(high))
+    return checked
+
+
+def config_to_record(config: Any) -> dict[str, Any]:
+    """A JSON-ready record of a dataclass config: its type name and its fields."""
+    return {"type": config_type_name(config), "fields": dataclasses.asdict(config)}
+
+
+def _tuples(value: Any) -> Any:
+    """JSON lists back to the tuples a frozen dataclass holds."""
+    if isinstance(value, list):
+        return tuple(_tuples(item) for item in value)
+    return value
+
+
+def config_from_record(record: Mapping[str, Any]) -> Any:
+    """Rebuild a config from :func:`config_to_record`'s output.
+
+    Raises:
+        SnapshotError: the record is malformed, its class's module is not imported, or the class is
+            not a dataclass that accepts the stored fields.
+    """
+    type_name = record.get("type")
+    fields = record.get("fields")
+    if not isinstance(type_name, str) or ":" not in type_name or not isinstance(fields, dict):
+        raise SnapshotError(f"agent config record {record!r} is malformed: expected 'type' and 'fields'")
+    module_name, _, qualname = type_name.partition(":")
+    module = sys.modules.get(module_name)
+    if module is None:
+        raise SnapshotError(f"agent config class {type_name} is not loaded; import {module_name} first")
+    cls: Any = module
+    for part in qualname.split("."):
+        cls = getattr(cls, part, None)
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise SnapshotError(f"{type_name} is not a dataclass config class")
+    try:
+        return cls(**{name: _tuples(value) for name, value in fields.items()})
+    except (TypeError, ValueError) as exc:
+        raise SnapshotError(
+            f"stored fields do not fit {type_name} ({exc}); use the code that wrote them"
+        ) from None
+
+
+@dataclass
+class Pod:
+    """One member of the training pool.
+
+    Attributes:
+        pod_id: unique id within the tournament (0, 1, 2, ... in creation order).
+        parent_id: id of the leaderboard entry it was started from, or ``None`` when from scratch.
+        generation: 0 from scratch, parent's generation + 1 otherwise.
+        seed: the seed its agent and env were built with.
+        agent_config: its hyper-parameters (a dataclass with ``PERTURBABLE``).
+        agent: the learner.
+        env: its own training env.
+        policy_version: training rounds behind its current weights, lineage included.
+        env_steps: env transitions behind its current weights, lineage included.
+        rounds_since_start: rounds it has finished since it was (re)started.
+        last_score: score of its latest evaluation, ``None`` before the first.
+        snapshot_name: file name of its latest snapshot under the run's ``pods/`` folder, if any.
+        restored_after_crash: it was restored from its snapshot after a crash and has not finished
+            a round since (a second crash then replaces it with a new pod).
+    """
+
+    pod_id: int
+    parent_id: int | None
+    generation: int
+    seed: int
+    agent_config: Any
+    agent: PodAgent
+    env: TensorVectorEnv
+    policy_version: int
+    env_steps: int
+    rounds_since_start: int = 0
+    last_score: float | None = None
+    snapshot_name: str | None = None
+    restored_after_crash: bool = False
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What one round of a pod produced.
+
+    Attributes:
+        pod_id: the pod.
+        env_steps: env transitions collected in the round.
+        train_seconds: wall time spent in ``train_round`` calls, seconds.
+        eval_seconds: wall time spent in ``evaluate``, seconds.
+        score: the evaluation's score (finite).
+        metrics: the last ``train_round``'s diagnostics.
+    """
+
+    pod_id: int
+    env_steps: int
+    train_seconds: float
+    eval_seconds: float
+    score: float
+    metrics: Mapping[str, float]
+
+
+def pod_policy(agent: Agent) -> Policy:
+    """The deterministic policy of an agent: observations ``(N, D)`` -> actions ``(N, A)``."""
+
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        return agent.act(obs, deterministic=True)
+
+    return policy
+
+
+def run_round(pod: Pod, train_rounds: int, evaluate: Evaluate) -> RoundResult:
+    """Train ``pod`` for ``train_rounds`` agent rounds, then score it with ``evaluate``.
+
+    Raises:
+        TournamentError: ``evaluate`` returned something that is not a finite number.
+    """
+    env_steps = 0
+    started = time.perf_counter()
+    stats: RoundStats | None = None
+    for _ in range(train_rounds):
+        stats = pod.agent.train_round(pod.env)
+        env_steps += stats.env_steps
+    trained = time.perf_counter()
+    score = evaluate(pod_policy(pod.agent))
+    evaluated = time.perf_counter()
+    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+        raise TournamentError(
+            f"evaluate returned {score!r} for pod {pod.pod_id}; it must return a finite float"
+        )
+    return RoundResult(
+        pod_id=pod.pod_id,
+        env_steps=env_steps,
+        train_seconds=trained - started,
+        eval_seconds=evaluated - trained,
+        score=float(score),
+        metrics=dict(stats.metrics) if stats is not None else {},
+    )

@@ -1,0 +1,186 @@
+"""Episodes: determinism, independent envs, truncation vs termination, rewards, and user errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from env.panels import random_panel
+from finpod.env import EnvConfig, TradingEnv
+from finpod.errors import SpecError
+
+PANEL = random_panel(num_bars=300, num_assets=6, num_features=3, seed=11)
+TRAIN_START, TRAIN_STOP = PANEL.segments["train"]
+
+
+def _rollout(env: TradingEnv, num_steps: int, action_seed: int) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(action_seed)
+    outputs: list[torch.Tensor] = []
+    obs, _ = env.reset()
+    outputs.append(obs)
+    for _ in range(num_steps):
+        actions = torch.rand(env.num_envs, env.action_dim, generator=generator)
+        obs, reward, terminated, truncated, info = env.step(actions)
+        outputs += [obs, reward, terminated, truncated, *info.values()]
+    return outputs
+
+
+def test_same_seed_gives_bit_identical_rollouts() -> None:
+    config = EnvConfig(horizon_bars=17, half_spread_bps=3.0)
+    first = _rollout(TradingEnv(PANEL, "train", config, num_envs=32, seed=5), 60, action_seed=1)
+    second = _rollout(TradingEnv(PANEL, "train", config, num_envs=32, seed=5), 60, action_seed=1)
+    assert len(first) == len(second)
+    for a, b in zip(first, second, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_different_seeds_give_different_start_bars() -> None:
+    config = EnvConfig(horizon_bars=17)
+    one = TradingEnv(PANEL, "train", config, num_envs=32, seed=5)
+    other = TradingEnv(PANEL, "train", config, num_envs=32, seed=6)
+    assert not torch.equal(one.bar_index, other.bar_index)
+    reseeded = TradingEnv(PANEL, "train", config, num_envs=32, seed=6)
+    reseeded.reset(seed=5)
+    assert torch.equal(one.bar_index, reseeded.bar_index)
+
+
+def test_envs_start_on_their_own_bars_inside_the_segment() -> None:
+    horizon = 40
+    env = TradingEnv(PANEL, "train", EnvConfig(horizon_bars=horizon), num_envs=256, seed=0)
+    starts = env.state.start
+    assert len(torch.unique(starts)) > 100
+    assert int(starts.min()) >= TRAIN_START
+    assert int(starts.max()) <= TRAIN_STOP - 1 - horizon
+    assert int(starts.min()) < TRAIN_START + 10
+    assert int(starts.max()) > TRAIN_STOP - 1 - horizon - 10
+
+
+def test_resetting_one_env_does_not_move_another() -> None:
+    config = EnvConfig(horizon_bars=50)
+    env = TradingEnv(PANEL, "train", config, num_envs=8, seed=3)
+    twin = TradingEnv(PANEL, "train", config, num_envs=8, seed=3)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        actions = torch.rand(8, env.action_dim, generator=generator)
+        env.step(actions)
+        twin.step(actions)
+    mask = torch.zeros(8, dtype=torch.bool)
+    mask[2] = True
+    obs = env.reset_envs(mask)
+    assert env.cash_usd[2] == config.initial_cash_usd
+    assert not env.shares[2].any()
+    assert env.bar_index[2] == env.state.start[2]
+    assert obs[2, -2] == 0.0  # episode progress
+    others = ~mask
+    for ours, theirs in zip(env.state, twin.state, strict=True):
+        assert torch.equal(ours[others], theirs[others])
+    for _ in range(10):
+        actions = torch.rand(8, env.action_dim, generator=generator)
+        obs, reward, _, _, info = env.step(actions)
+        twin_obs, twin_reward, _, _, twin_info = twin.step(actions)
+        assert torch.equal(obs[others], twin_obs[others])
+        assert torch.equal(reward[others], twin_reward[others])
+        assert torch.equal(info["equity_usd"][others], twin_info["equity_usd"][others])
+
+
+def test_truncation_at_the_horizon_and_never_termination() -> None:
+    horizon = 7
+    config = EnvConfig(horizon_bars=horizon, random_start=False)
+    env = TradingEnv(PANEL, "train", config, num_envs=4, seed=0)
+    obs, info = env.reset()
+    assert (info["bar_index"] == TRAIN_START).all()
+    for step in range(1, 2 * horizon + 1):
+        obs, _, terminated, truncated, info = env.step(torch.rand(4, env.action_dim))
+        assert not terminated.any()
+        assert bool(truncated.all()) == (step % horizon == 0)
+        assert not bool(truncated.any()) or step % horizon == 0
+        assert (info["bar_index"] == TRAIN_START + (step - 1) % horizon + 1).all()
+        if step % horizon == 0:
+            assert (info["final_obs"][:, -2] == 1.0).all()
+            assert (obs[:, -2] == 0.0).all()
+            assert (env.bar_index == TRAIN_START).all()
+        else:
+            assert torch.equal(info["final_obs"], obs)
+
+
+def test_backtest_mode_runs_the_whole_segment_once_and_truncates_at_its_end() -> None:
+    start, stop = PANEL.segments["backtest"]
+    config = EnvConfig(horizon_bars=10_000, random_start=False)
+    env = TradingEnv(PANEL, "backtest", config, num_envs=3, seed=0)
+    env.reset()
+    for bar in range(start + 1, stop):
+        _, _, _, truncated, info = env.step(torch.rand(3, env.action_dim))
+        assert (info["bar_index"] == bar).all()
+        assert bool(truncated.all()) == (bar == stop - 1)
+
+
+@pytest.mark.parametrize("reward", ["log_return", "pnl", "risk_penalised"])
+def test_reward_modes(reward: str) -> None:
+    config = EnvConfig(reward=reward, reward_scale=10.0, risk_penalty=3.0, horizon_bars=30)  # type: ignore[arg-type]
+    env = TradingEnv(PANEL, "train", config, num_envs=16, seed=1)
+    env.reset()
+    for _ in range(20):
+        before = env.equity_usd.double()
+        _, got, _, _, info = env.step(torch.rand(16, env.action_dim))
+        after = info["equity_usd"].double()
+        log_return = torch.log(after / before)
+        expected = {
+            "log_return": log_return,
+            "pnl": (after - before) / config.initial_cash_usd,
+            "risk_penalised": log_return - 3.0 * log_return**2,
+        }[reward] * 10.0
+        torch.testing.assert_close(got.double(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_all_zero_weights_mean_all_cash() -> None:
+    config = EnvConfig(max_participation=math.inf, horizon_bars=30)
+    env = TradingEnv(PANEL, "train", config, num_envs=4, seed=0)
+    env.step(torch.rand(4, env.action_dim))
+    assert (env.shares.sum(dim=1) > 0).all()
+    _, _, _, _, info = env.step(torch.zeros(4, env.action_dim))
+    assert not info["shares"].any()
+    assert torch.equal(info["cash_usd"], info["equity_usd"])
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("initial_cash_usd", 0.0, "initial_cash_usd"),
+        ("fee_rate", -0.1, "fee_rate"),
+        ("fee_rate", 1.0, "fee_rate"),
+        ("half_spread_bps", -1.0, "half_spread_bps"),
+        ("max_participation", 0.0, "max_participation"),
+        ("max_participation", math.nan, "max_participation"),
+        ("action_mode", "long_short", "action_mode"),
+        ("fill", "same_close", "fill"),
+        ("reward", "sharpe", "reward"),
+        ("max_shares", -5.0, "max_shares"),
+        ("reward_scale", math.inf, "reward_scale"),
+        ("risk_penalty", -1.0, "risk_penalty"),
+        ("horizon_bars", 0, "horizon_bars"),
+        ("horizon_bars", 2.5, "horizon_bars"),
+    ],
+)
+def test_bad_config_is_a_one_line_spec_error(field: str, value: object, message: str) -> None:
+    with pytest.raises(SpecError, match=message) as caught:
+        EnvConfig(**{field: value})  # type: ignore[arg-type]
+    assert "\n" not in str(caught.value)
+
+
+def test_bad_env_arguments_are_spec_errors() -> None:
+    with pytest.raises(SpecError, match="segment 'test'"):
+        TradingEnv(PANEL, "test", EnvConfig(), num_envs=2, seed=0)
+    with pytest.raises(SpecError, match="num_envs"):
+        TradingEnv(PANEL, "train", EnvConfig(), num_envs=0, seed=0)
+    tiny = random_panel(num_bars=5, num_assets=2, num_features=1, seed=0, segments={"train": (0, 1)})
+    with pytest.raises(SpecError, match="at least 2"):
+        TradingEnv(tiny, "train", EnvConfig(), num_envs=2, seed=0)
+    env = TradingEnv(PANEL, "train", EnvConfig(), num_envs=2, seed=0)
+    with pytest.raises(SpecError, match="actions must have shape"):
+        env.step(torch.rand(2, env.action_dim - 1))
+    with pytest.raises(SpecError, match="bool mask"):
+        env.reset_envs(torch.ones(2))
+    np.testing.assert_equal(env.obs_dim, PANEL.num_assets * PANEL.num_features + PANEL.num_assets + 3)

@@ -1,0 +1,57 @@
+"""The batched float32 env agrees with the plain float64 reference on random actions and panels."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+
+from env.reference import reference_batch
+from env.rollout import Case, cases, rollout
+
+STEPS = 16
+MONEY_RTOL = 2e-6
+"""Cash, equity, costs and notionals: relative to the initial cash (float32 has 24 mantissa bits)."""
+SHARES_ATOL = 1e-3
+SHARES_RTOL = 1e-5
+REWARD_ATOL = 2e-4
+"""Rewards are scaled by up to 100: a log return error of 2e-6."""
+
+
+def _np(t: object) -> np.ndarray:
+    return np.asarray(t, dtype=np.float64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=cases())
+def test_batched_env_matches_float64_reference(case: Case) -> None:
+    money_atol = MONEY_RTOL * case.config.initial_cash_usd
+    compared = 0
+    for _, tr in rollout(case, STEPS):
+        refs = reference_batch(
+            case.panel,
+            case.config,
+            bars=tr.before.t.numpy(),
+            cash_usd=_np(tr.before.cash_usd),
+            shares=_np(tr.before.shares),
+            equity_usd=_np(tr.before.equity_usd),
+            actions=_np(tr.actions),
+        )
+        for n, ref in enumerate(refs):
+            if ref.rounding_ambiguous:
+                continue
+            compared += 1
+            np.testing.assert_allclose(float(tr.info["cash_usd"][n]), ref.cash_usd, rtol=0, atol=money_atol)
+            np.testing.assert_allclose(
+                _np(tr.info["shares"][n]), ref.shares, rtol=SHARES_RTOL, atol=SHARES_ATOL
+            )
+            np.testing.assert_allclose(
+                float(tr.info["equity_usd"][n]), ref.equity_usd, rtol=0, atol=money_atol
+            )
+            np.testing.assert_allclose(float(tr.info["cost_usd"][n]), ref.cost_usd, rtol=0, atol=money_atol)
+            np.testing.assert_allclose(
+                float(tr.info["traded_usd"][n]), ref.traded_usd, rtol=0, atol=money_atol
+            )
+            np.testing.assert_allclose(float(tr.reward[n]), ref.reward, rtol=0, atol=REWARD_ATOL)
+    assert compared >= STEPS * case.num_envs // 2, (
+        "too few steps compared: rounding excuses swallowed the test"
+    )

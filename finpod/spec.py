@@ -1,0 +1,468 @@
+"""Strategy specs: one TOML file says what to trade, on which data, how to train and how to select.
+
+A spec is a tree of pydantic models with ``extra="forbid"``: every key is known, every default lives
+here (documented on its field), and every mistake becomes ONE line naming the file, the field and the
+fix, e.g. ``strategies/x.toml: env.fee_rate: must be >= 0 (got -0.1); fix: fee per trade as a
+fraction of traded notional, e.g. 0.002``.
+
+Paths inside a spec (``data.path``) are resolved against the spec file's folder first, then the
+repository root; never against the working directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import itertools
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from finpod.errors import SpecError
+from podracer.ppo import PPOConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+"""The checkout (or install prefix) finpod runs from: where ``data/`` and ``reports/`` live."""
+
+DateRange = tuple[dt.date, dt.date]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SyntheticSpec(_Model):
+    """Shape and seed of the embedded synthetic market (``finpod.data.synth.synth_market``)."""
+
+    n_symbols: int = Field(8, ge=1, le=1000, description="number of synthetic stocks", examples=[8])
+    n_days: int = Field(
+        750, ge=3, description="number of trading sessions generated from start_date", examples=[750]
+    )
+    start_date: dt.date = Field(
+        dt.date(2016, 1, 4),
+        description="first trading session of the synthetic market (ISO date)",
+        examples=["2016-01-04"],
+    )
+    seed: int = Field(0, ge=0, description="seed of the generator (same seed, same market)", examples=[0])
+
+
+class DataSpec(_Model):
+    """Where the bars come from: a dataset folder (``finpod data ...``) or the synthetic market."""
+
+    source: Literal["dataset", "synthetic"] = Field(
+        "synthetic",
+        description='"dataset" (a folder made by finpod data import|fetch|synth) or "synthetic"',
+        examples=["dataset"],
+    )
+    path: str | None = Field(
+        None,
+        description="dataset folder, relative to the spec file or the repository root (source=dataset)",
+        examples=["data/nasdaq100_1min"],
+    )
+    synthetic: SyntheticSpec = Field(default_factory=SyntheticSpec)  # type: ignore[arg-type]
+
+    @model_validator(mode="after")
+    def _path_matches_source(self) -> DataSpec:
+        if self.source == "dataset" and not self.path:
+            raise ValueError(
+                "data.path: required when data.source is 'dataset'; fix: set data.path to a dataset "
+                "folder such as data/nasdaq100_1min, or set data.source = 'synthetic'"
+            )
+        return self
+
+
+class SegmentsSpec(_Model):
+    """The three date ranges (inclusive, ISO dates); they must be ordered and must not overlap."""
+
+    train: DateRange = Field(
+        description="[first, last] session the agents learn on", examples=[["2016-01-01", "2019-11-25"]]
+    )
+    validation: DateRange = Field(
+        description="[first, last] session the tournament ranks on", examples=[["2019-11-26", "2020-05-25"]]
+    )
+    backtest: DateRange = Field(
+        description="[first, last] session of the held-out backtest, touched once after selection",
+        examples=[["2020-05-26", "2021-05-26"]],
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SegmentsSpec:
+        names = ("train", "validation", "backtest")
+        for name in names:
+            first, last = getattr(self, name)
+            if first > last:
+                raise ValueError(
+                    f"segments.{name}: starts after it ends ({first} > {last}); fix: write [first, last]"
+                )
+        for before, after in itertools.pairwise(names):
+            if getattr(self, before)[1] >= getattr(self, after)[0]:
+                raise ValueError(
+                    f"segments.{after}: must start after segments.{before} ends "
+                    f"({getattr(self, after)[0]} <= {getattr(self, before)[1]}); fix: order train < "
+                    "validation < backtest without overlap"
+                )
+        return self
+
+    def as_dict(self) -> dict[str, DateRange]:
+        """``{"train": (first, last), "validation": ..., "backtest": ...}``."""
+        return {"train": self.train, "validation": self.validation, "backtest": self.backtest}
+
+
+class EnvSpec(_Model):
+    """Trading-env settings (``finpod.env.EnvConfig``) plus the number of parallel training envs."""
+
+    initial_cash_usd: float = Field(
+        1_000_000.0, gt=0, description="starting capital in USD", examples=[1_000_000]
+    )
+    fee_rate: float = Field(
+        0.002, ge=0, lt=1, description="fee per trade as a fraction of traded notional", examples=[0.002]
+    )
+    half_spread_bps: float = Field(
+        0.0, ge=0, description="slippage: half the bid-ask spread in basis points", examples=[1.0]
+    )
+    max_participation: float = Field(
+        1.0,
+        gt=0,
+        description="cap on the traded fraction of a bar's volume (inf = no cap)",
+        examples=[0.1],
+    )
+    action_mode: Literal["weights", "share_delta"] = Field(
+        "weights",
+        description='"weights" (target weights over cash + assets) or "share_delta" (ElegantRL share deltas)',
+        examples=["weights"],
+    )
+    max_shares: float = Field(
+        100.0, gt=0, description="shares per unit action in action_mode = 'share_delta'", examples=[100]
+    )
+    fill: Literal["next_open", "next_close"] = Field(
+        "next_open", description='fill price of an order: "next_open" or "next_close"', examples=["next_open"]
+    )
+    reward: Literal["log_return", "pnl", "risk_penalised"] = Field(
+        "log_return",
+        description='"log_return", "pnl" (reference-compatible) or "risk_penalised"',
+        examples=["log_return"],
+    )
+    reward_scale: float = Field(100.0, gt=0, description="multiplier on the reward", examples=[100])
+    risk_penalty: float = Field(
+        0.0,
+        ge=0,
+        description="weight of the squared-return penalty (reward = risk_penalised)",
+        examples=[0.1],
+    )
+    horizon_bars: int = Field(
+        250,
+        ge=2,
+        description="training episode length in bars (random starts in the train segment)",
+        examples=[250],
+    )
+    whole_shares: bool = Field(False, description="trade whole shares only", examples=[False])
+    num_envs: int = Field(64, ge=1, description="parallel training envs per pod (the batch N)", examples=[64])
+
+
+class TournamentSpec(_Model):
+    """podracer tournament settings (``podracer.TournamentConfig``) and the ensemble size."""
+
+    pool_size: int = Field(1, ge=1, description="pods training at once", examples=[2])
+    leaderboard_size: int = Field(4, ge=1, description="snapshots kept on the leaderboard", examples=[4])
+    budget_env_steps: int = Field(
+        200_000, ge=1, description="total env transitions over all pods", examples=[200_000]
+    )
+    budget_seconds: float = Field(
+        3600.0, gt=0, description="wall-time budget of the tournament in seconds", examples=[600]
+    )
+    fresh_pod_prob: float = Field(
+        0.2, ge=0, le=1, description="chance a new pod starts from scratch", examples=[0.2]
+    )
+    perturb_scale: float = Field(
+        0.2, ge=0, description="relative perturbation of a new pod's hyper-parameters", examples=[0.2]
+    )
+    softmax_temperature: float = Field(
+        1.0, gt=0, description="temperature of the rank-softmax that picks a parent", examples=[1.0]
+    )
+    eval_every_rounds: int = Field(
+        1, ge=1, description="validation-score a pod every this many training rounds", examples=[1]
+    )
+    ensemble_k: int = Field(3, ge=1, description="agents averaged by the top-k ensemble trader", examples=[3])
+
+    @model_validator(mode="after")
+    def _k_fits(self) -> TournamentSpec:
+        if self.ensemble_k > self.leaderboard_size:
+            raise ValueError(
+                f"tournament.ensemble_k: {self.ensemble_k} exceeds leaderboard_size "
+                f"{self.leaderboard_size}; fix: set ensemble_k <= leaderboard_size"
+            )
+        return self
+
+
+class Spec(_Model):
+    """A strategy: data, universe, segments, env, agent, tournament, seed and device.
+
+    Build it with :meth:`from_toml` or :meth:`from_dict`; change it with :meth:`with_`.
+    """
+
+    name: str = Field(
+        description="short name used in run ids (letters, digits, - and _)",
+        examples=["demo"],
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+    )
+    description: str = Field("", description="free text shown in the report", examples=["my strategy"])
+    seed: int = Field(0, ge=0, description="seed of the tournament and every pod", examples=[0])
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description='"auto" (cuda when available), "cpu" or "cuda"', examples=["auto"]
+    )
+    frequency: Literal["1min", "1d"] = Field(description='bar size: "1min" or "1d"', examples=["1d"])
+    universe: Literal["all", "nasdaq100"] | list[str] = Field(
+        "all",
+        description='"all" (every symbol of the dataset), "nasdaq100" (point-in-time members) or a '
+        "list of tickers",
+        examples=["nasdaq100"],
+    )
+    benchmark_symbol: str = Field(
+        "QQQ",
+        description='market ETF used as baseline and for alpha/beta when the dataset has it ("" for none)',
+        examples=["QQQ"],
+    )
+    data: DataSpec = Field(default_factory=DataSpec)  # type: ignore[arg-type]
+    segments: SegmentsSpec
+    env: EnvSpec = Field(default_factory=EnvSpec)  # type: ignore[arg-type]
+    agent: dict[str, Any] = Field(
+        default_factory=dict,
+        description="PPO hyper-parameters: any field of podracer.ppo.PPOConfig",
+        examples=[{"learning_rate": 3e-4}],
+    )
+    tournament: TournamentSpec = Field(default_factory=TournamentSpec)  # type: ignore[arg-type]
+    _source: Path | None = PrivateAttr(None)
+
+    @field_validator("universe")
+    @classmethod
+    def _tickers(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("empty ticker list; fix: list tickers like ['AAPL', 'MSFT'] or use 'all'")
+            bad = [t for t in value if not t or t != t.strip() or t.upper() != t]
+            if bad:
+                raise ValueError(f"bad tickers {bad}; fix: upper-case tickers without spaces, e.g. 'AAPL'")
+            if len(set(value)) != len(value):
+                raise ValueError("duplicate tickers; fix: list each ticker once")
+        return value
+
+    @field_validator("agent")
+    @classmethod
+    def _agent_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
+        ppo_config_from(value)
+        return value
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> Spec:
+        """Load and validate a spec file.
+
+        Raises:
+            SpecError: missing file, bad TOML or an invalid field (one line, field and fix).
+        """
+        file = Path(path).expanduser().resolve()
+        if not file.is_file():
+            raise SpecError(f"{path}: spec file not found; fix: pass a path like strategies/demo.toml")
+        try:
+            raw = tomllib.loads(file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as err:
+            raise SpecError(f"{path}: not valid TOML ({err}); fix: correct the syntax there") from err
+        return cls.from_dict(raw, source=file)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], *, source: Path | None = None) -> Spec:
+        """Validate a spec given as nested dicts (as TOML would load); ``source`` names the file.
+
+        Raises:
+            SpecError: an invalid field (one line, field and fix).
+        """
+        try:
+            spec = cls.model_validate(dict(raw))
+        except ValidationError as err:
+            raise SpecError(_one_line(err, source)) from None
+        spec._source = source
+        return spec
+
+    def with_(self, **sections: Any) -> Spec:
+        """A copy with some fields replaced; dict values are merged into that section.
+
+        Example: ``spec.with_(tournament={"budget_env_steps": 10_000}, seed=3)``.
+        """
+        merged = _deep_merge(self.model_dump(mode="json"), sections)
+        return Spec.from_dict(merged, source=self.source)
+
+    # ------------------------------------------------------------------ resolution
+
+    @property
+    def source(self) -> Path | None:
+        """The spec file this spec was loaded from, or ``None`` for a spec built in code."""
+        return self._source
+
+    def dataset_path(self, *, must_exist: bool = True) -> Path:
+        """The dataset folder for ``data.source = "dataset"``, resolved (and checked).
+
+        Tried in order: an absolute path; relative to the spec file's folder; relative to the repo.
+        With ``must_exist=False`` a missing folder resolves to the last candidate (the repo's).
+
+        Raises:
+            SpecError: not a dataset spec, or (``must_exist``) the folder does not exist.
+        """
+        if self.data.source != "dataset" or self.data.path is None:
+            raise SpecError(
+                "data.path: this spec uses the synthetic market; fix: set data.source = 'dataset'"
+            )
+        given = Path(self.data.path).expanduser()
+        bases = [] if given.is_absolute() else [*([self.source.parent] if self.source else []), REPO_ROOT]
+        candidates = [given] if given.is_absolute() else [base / given for base in bases]
+        for candidate in candidates:
+            if candidate.is_dir():
+                return candidate.resolve()
+        if not must_exist:
+            return candidates[-1].resolve()
+        tried = ", ".join(str(c) for c in candidates)
+        raise SpecError(
+            f"{self._where()}data.path: dataset folder not found (tried {tried}); fix: create it with "
+            "`finpod data import` or `finpod data fetch`, or correct the path"
+        )
+
+    def resolve_device(self) -> str:
+        """``"cpu"`` or ``"cuda"``: ``auto`` picks cuda when torch sees a GPU.
+
+        Raises:
+            SpecError: ``device = "cuda"`` but torch sees no GPU.
+        """
+        import torch
+
+        if self.device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise SpecError(f'{self._where()}device: "cuda" but torch sees no GPU; fix: set device = "auto"')
+        return self.device
+
+    def resolved_dict(self) -> dict[str, Any]:
+        """The spec with every default written out (agent: all PPOConfig fields), JSON-friendly.
+
+        A dataset path is made absolute (whether or not it exists yet) so a run folder can be
+        re-run from anywhere.
+        """
+        out = self.model_dump(mode="json")
+        out["agent"] = ppo_config_from(self.agent).to_dict()
+        if self.data.source == "dataset":
+            out["data"]["path"] = str(self.dataset_path(must_exist=False))
+        return out
+
+    def spec_hash(self) -> str:
+        """Eight hex digits of the resolved spec's sha256 (identifies a spec in run ids)."""
+        text = json.dumps(self.resolved_dict(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+    def to_toml(self) -> str:
+        """The resolved spec as TOML text (what a run saves as ``spec.toml``).
+
+        TOML has no null: a ``None`` setting (e.g. ``agent.target_kl``, ``data.path`` of a
+        synthetic spec) is left out, and loads back as its ``None`` default.
+        """
+        return tomli_w.dumps(_drop_none(self.resolved_dict()))
+
+    def benchmark(self) -> str | None:
+        """The market ETF's ticker, or ``None`` when ``benchmark_symbol`` is empty."""
+        return self.benchmark_symbol or None
+
+    def _where(self) -> str:
+        return f"{self.source}: " if self.source else ""
+
+
+def ppo_config_from(agent: Mapping[str, Any]) -> PPOConfig:
+    """``PPOConfig`` from the ``[agent]`` table, with unknown keys and bad values as one-line errors.
+
+    Raises:
+        ValueError: an unknown key or a value PPOConfig rejects (pydantic turns it into a SpecError).
+    """
+    known = {f.name for f in dataclasses.fields(PPOConfig)}
+    unknown = sorted(set(agent) - known)
+    if unknown:
+        raise ValueError(f"unknown PPO setting {unknown[0]!r}; fix: use one of {', '.join(sorted(known))}")
+    try:
+        return PPOConfig.from_dict(agent)
+    except (TypeError, ValueError) as err:
+        named = re.match(r"PPOConfig\.(\w+) (.*)", str(err))
+        if named is None:
+            raise ValueError(f"{err}; fix: see podracer.ppo.PPOConfig for valid values") from None
+        field, problem = named.groups()
+        raise ValueError(f"agent.{field}: {problem}; fix: change agent.{field} to satisfy that") from None
+
+
+def _one_line(err: ValidationError, source: Path | None) -> str:
+    """The first validation problem as ``file: field.path: problem (got X); fix: ...``."""
+    first = err.errors()[0]
+    path = tuple(p for p in first["loc"] if isinstance(p, str) and "[" not in p)
+    loc = ".".join(path)
+    where = f"{source}: " if source else ""
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        parent = _model_at(path[:-1])
+        known = ", ".join(parent.model_fields) if parent else "see the docs"
+        return f"{where}{loc}: unknown field; fix: remove it or use one of: {known}"
+    if first["type"] == "missing":
+        return f"{where}{loc}: required field missing; fix: {_fix(path)}"
+    if "fix:" in msg:  # our own validators: the message names the fix (and maybe the field)
+        field_prefix = "" if not loc or msg.startswith(loc) else f"{loc}: "
+        return f"{where}{field_prefix}{msg}"
+    got = first.get("input")
+    return f"{where}{loc}: {_short(msg)} (got {got!r}); fix: {_fix(path)}"
+
+
+def _short(msg: str) -> str:
+    return msg.replace("Input should be ", "must be ").replace("Input ", "value ")
+
+
+def _model_at(loc: tuple[str, ...]) -> type[BaseModel] | None:
+    """The pydantic model class addressed by a location path inside :class:`Spec`."""
+    model: type[BaseModel] = Spec
+    for part in loc:
+        field = model.model_fields.get(part)
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return model
+
+
+def _fix(names: tuple[str, ...]) -> str:
+    """``set <field> (<description>), e.g. <example>`` for the field at ``names``."""
+    parent = _model_at(tuple(names[:-1])) if names else None
+    field = parent.model_fields.get(names[-1]) if parent and names else None
+    if field is None:
+        return "see strategies/README.md for the spec format"
+    example = f", e.g. {json.dumps(field.examples[0])}" if field.examples else ""
+    return f"set {'.'.join(names)} ({field.description}){example}"
+
+
+def _drop_none(tree: dict[str, Any]) -> dict[str, Any]:
+    return {k: _drop_none(v) if isinstance(v, dict) else v for k, v in tree.items() if v is not None}
+
+
+def _deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,142 @@
+"""Strategy specs: the shipped ones parse and resolve; every bad field is one line naming field and fix."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from finpod.errors import SpecError
+from finpod.spec import REPO_ROOT, Spec
+
+STRATEGIES = REPO_ROOT / "strategies"
+DEMO = STRATEGIES / "demo.toml"
+
+
+@pytest.mark.parametrize("name", ["demo", "nasdaq100_minute", "nasdaq100_daily_pooksoft"])
+def test_shipped_specs_parse_resolve_and_round_trip(name: str, tmp_path: Path) -> None:
+    spec = Spec.from_toml(STRATEGIES / f"{name}.toml")
+    assert spec.name == name
+    saved = tmp_path / "spec.toml"
+    saved.write_text(spec.to_toml(), encoding="utf-8")
+    again = Spec.from_toml(saved)
+    assert again.resolved_dict() == spec.resolved_dict()
+    assert again.spec_hash() == spec.spec_hash()
+
+
+def test_reference_minute_spec_has_the_reference_setup() -> None:
+    spec = Spec.from_toml(STRATEGIES / "nasdaq100_minute.toml")
+    assert spec.frequency == "1min"
+    assert spec.universe == "nasdaq100"
+    assert spec.env.initial_cash_usd == 1_000_000.0
+    assert spec.env.fee_rate == 0.002
+    assert [str(d) for d in spec.segments.train] == ["2016-01-01", "2019-11-25"]
+    assert [str(d) for d in spec.segments.validation] == ["2019-11-26", "2020-05-25"]
+    assert [str(d) for d in spec.segments.backtest] == ["2020-05-26", "2021-05-26"]
+    resolved = spec.resolved_dict()
+    assert resolved["data"]["path"] == str(REPO_ROOT / "data" / "nasdaq100_1min")
+    assert resolved["agent"]["hidden_sizes"] == [512, 512]
+
+
+def test_pooksoft_spec_backtest_ends_at_the_data_end() -> None:
+    spec = Spec.from_toml(STRATEGIES / "nasdaq100_daily_pooksoft.toml")
+    assert str(spec.segments.backtest[1]) == "2021-04-21"
+
+
+def _demo_raw() -> dict[str, Any]:
+    return tomllib.loads(DEMO.read_text(encoding="utf-8"))
+
+
+BAD_FIELDS = [
+    ({"env": {"fee_rate": -0.1}}, "env.fee_rate", "0.002"),
+    ({"env": {"fee_rat": 0.1}}, "env.fee_rat", "fee_rate"),
+    ({"env": {"max_participation": 0}}, "env.max_participation", "fix:"),
+    ({"env": {"action_mode": "long_short"}}, "env.action_mode", "weights"),
+    ({"env": {"num_envs": 0}}, "env.num_envs", "fix:"),
+    ({"segments": {"validation": ["2017-06-01", "2018-06-29"]}}, "segments.validation", "order"),
+    ({"segments": {"backtest": ["2018-12-31", "2018-07-02"]}}, "segments.backtest", "[first, last]"),
+    ({"segments": {"train": ["2016-13-01", "2017-12-29"]}}, "segments.train", "fix:"),
+    ({"universe": []}, "universe", "tickers"),
+    ({"universe": "sp500"}, "universe", "nasdaq100"),
+    ({"universe": ["aapl"]}, "universe", "upper-case"),
+    ({"frequency": "5min"}, "frequency", "1d"),
+    ({"device": "tpu"}, "device", "auto"),
+    ({"name": "my demo"}, "name", "fix:"),
+    ({"agent": {"lr": 0.1}}, "agent", "learning_rate"),
+    ({"agent": {"gamma": 2.0}}, "agent", "gamma"),
+    ({"tournament": {"ensemble_k": 9}}, "tournament.ensemble_k", "leaderboard_size"),
+    ({"tournament": {"budget_env_steps": 0}}, "tournament.budget_env_steps", "fix:"),
+    ({"data": {"source": "dataset"}}, "data.path", "data.source"),
+    ({"data": {"synthetic": {"n_symbols": 0}}}, "data.synthetic.n_symbols", "fix:"),
+    ({"seed": -1}, "seed", "fix:"),
+]
+
+
+def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in update.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and key in out else value
+    return out
+
+
+@pytest.mark.parametrize(("update", "field", "hint"), BAD_FIELDS)
+def test_bad_field_is_one_line_naming_field_and_fix(
+    update: dict[str, Any], field: str, hint: str, tmp_path: Path
+) -> None:
+    import tomli_w
+
+    path = tmp_path / "bad.toml"
+    path.write_text(tomli_w.dumps(_merge(_demo_raw(), update)), encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        Spec.from_toml(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: {field}")
+    assert "fix" in message
+    assert hint in message
+
+
+def test_missing_required_field_and_bad_toml(tmp_path: Path) -> None:
+    raw = _demo_raw()
+    del raw["frequency"]
+    import tomli_w
+
+    missing = tmp_path / "missing.toml"
+    missing.write_text(tomli_w.dumps(raw), encoding="utf-8")
+    with pytest.raises(SpecError, match=r"frequency: required field missing; fix: set frequency"):
+        Spec.from_toml(missing)
+    broken = tmp_path / "broken.toml"
+    broken.write_text("name = [", encoding="utf-8")
+    with pytest.raises(SpecError, match="not valid TOML"):
+        Spec.from_toml(broken)
+    with pytest.raises(SpecError, match="spec file not found"):
+        Spec.from_toml(tmp_path / "nope.toml")
+
+
+def test_dataset_path_is_relative_to_the_spec_file_not_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tomli_w
+
+    (tmp_path / "specs" / "mydata").mkdir(parents=True)
+    raw = _merge(_demo_raw(), {"data": {"source": "dataset", "path": "mydata"}})
+    spec_file = tmp_path / "specs" / "s.toml"
+    spec_file.write_text(tomli_w.dumps(raw), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert Spec.from_toml(spec_file).dataset_path() == (tmp_path / "specs" / "mydata").resolve()
+    missing = Spec.from_toml(spec_file).with_(data={"path": "elsewhere"})
+    with pytest.raises(SpecError, match=r"data\.path: dataset folder not found"):
+        missing.dataset_path()
+
+
+def test_with_merges_sections_and_revalidates() -> None:
+    spec = Spec.from_toml(DEMO)
+    changed = spec.with_(tournament={"budget_env_steps": 1234}, seed=5)
+    assert changed.tournament.budget_env_steps == 1234
+    assert changed.tournament.pool_size == spec.tournament.pool_size
+    assert changed.seed == 5
+    assert changed.spec_hash() != spec.spec_hash()
+    with pytest.raises(SpecError, match=r"env\.fee_rate"):
+        spec.with_(env={"fee_rate": -1})

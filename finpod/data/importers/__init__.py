@@ -1,0 +1,295 @@
+"""Vendor files into a dataset: detect each file's format, read it into the bar schema, validate, write.
+
+Accepted formats (detected from the header and the file name, no flags needed):
+
+* AlphaVantage-style ``SYMBOL_<freq>.csv`` (``datetime,open,high,low,close,volume``; naive New York
+  time, bar END, newest first) -> :mod:`finpod.data.importers.alphavantage`;
+* daily-adjusted ``DA-<TICKER>-*.csv`` (raw OHLCV + ``adjusted_close,dividend_amount,split_coefficient``)
+  -> :mod:`finpod.data.importers.pooksoft`;
+* bar-schema CSV/parquet (``timestamp,symbol,open,high,low,close,volume``, UTC bar starts) and vendor
+  CSVs with common column names -> :mod:`finpod.data.importers.tabular`.
+
+finpod supports the frequencies ``1min`` and ``1d``. When the inputs hold several, the finest supported
+one is imported and the rest are skipped and recorded in the manifest's notes (``--freq`` picks).
+Minute bars outside XNAS regular hours are dropped and counted; zero-volume bars are kept and counted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import pandas as pd
+
+from finpod.data import xnas_sessions
+from finpod.data.calendar import EXCHANGE_TIMEZONE, NS_PER_MINUTE
+from finpod.data.importers import alphavantage, pooksoft, tabular
+from finpod.data.importers.common import (
+    OUTSIDE_REGULAR_HOURS,
+    ZERO_VOLUME_BARS,
+    LoadedFile,
+    infer_frequency,
+    parse_timestamps,
+    read_table,
+)
+from finpod.data.schema import FREQUENCIES, Frequency
+from finpod.data.store import Manifest, write_dataset
+from finpod.data.validate import validate_bars
+from finpod.errors import DataError
+
+DATA_SUFFIXES: Final[tuple[str, ...]] = (".csv", ".csv.gz", ".parquet")
+ACCEPTED_FORMATS: Final[str] = (
+    "AlphaVantage-style SYMBOL_1min.csv/SYMBOL_daily.csv (datetime,open,high,low,close,volume); "
+    "daily-adjusted DA-TICKER-*.csv (timestamp,open,high,low,close,adjusted_close,volume,"
+    "dividend_amount,split_coefficient); bar-schema CSV/parquet (timestamp,symbol,open,high,low,close,"
+    "volume); vendor CSV with Date|Datetime|Time, Open, High, Low, Close, Volume[, Adj Close][, Symbol]"
+)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """One input file, its detected format and frequency, and its rows."""
+
+    path: Path
+    kind: str
+    frequency: str
+    frame: pd.DataFrame
+
+
+def expand_paths(paths: Sequence[Path]) -> list[Path]:
+    """Files named directly plus the data files (``.csv``, ``.csv.gz``, ``.parquet``) inside folders.
+
+    Args:
+        paths: files and folders given by the user.
+
+    Returns:
+        The data files, folders expanded in name order.
+
+    Raises:
+        DataError: a path does not exist, or a folder holds no data file.
+    """
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(DATA_SUFFIXES))
+            if not inside:
+                raise DataError(f"{path}: folder holds no .csv or .parquet file; point at the data files")
+            files.extend(inside)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise DataError(f"{path}: no such file or folder; check the path")
+    if not files:
+        raise DataError("no input files; pass at least one file or folder")
+    return files
+
+
+def _apply_column_map(frame: pd.DataFrame, path: Path, column_map: Mapping[str, str]) -> pd.DataFrame:
+    if not column_map:
+        return frame
+    missing = [old for old in column_map if old not in frame.columns]
+    if missing:
+        raise DataError(
+            f"{path}: --column-map names column(s) {', '.join(missing)} that the file does not have "
+            f"(it has {', '.join(map(str, frame.columns))}); fix the mapping"
+        )
+    return frame.rename(columns=dict(column_map))
+
+
+def _probe(path: Path, column_map: Mapping[str, str]) -> _Candidate:
+    frame = _apply_column_map(read_table(path), path, column_map)
+    if len(frame) == 0:
+        raise DataError(f"{path}: empty file (a header, no bars); export some bars into it or leave it out")
+    lowered = [str(name).strip().lower() for name in frame.columns]
+    if tuple(lowered) == alphavantage.HEADER:
+        frequency = alphavantage.frequency_from_name(path)
+        if frequency is None:
+            stamps = parse_timestamps(frame[frame.columns[0]], str(path), path.stem)
+            frequency = infer_frequency(pd.DataFrame({"timestamp": stamps, "symbol": path.stem}))
+        return _Candidate(path, "alphavantage", frequency, frame)
+    if set(pooksoft.ADJUSTMENT_COLUMNS) <= set(lowered) and "timestamp" in lowered:
+        return _Candidate(path, "pooksoft", "1d", frame)
+    if tabular.is_bar_schema([str(name) for name in frame.columns]):
+        loaded = tabular.read_bar_schema(frame, path)
+        return _Candidate(path, "bars", loaded.frequency, frame)
+    mapping = tabular.canonical_columns([str(name) for name in frame.columns])
+    if set(mapping.values()) >= tabular.VENDOR_REQUIRED:
+        renamed = frame.loc[:, list(mapping)].rename(columns=mapping)
+        stamps = parse_timestamps(renamed["timestamp"], str(path), path.stem)
+        symbols = renamed["symbol"] if "symbol" in renamed.columns else path.stem
+        frequency = infer_frequency(pd.DataFrame({"timestamp": stamps, "symbol": symbols}))
+        return _Candidate(path, "vendor", frequency, renamed)
+    raise DataError(
+        f"{path}: unknown format (columns {', '.join(map(str, frame.columns))}); "
+        f"accepted: {ACCEPTED_FORMATS}; or rename columns with --column-map old=new"
+    )
+
+
+def _select_frequency(candidates: list[_Candidate], freq: str | None) -> tuple[list[_Candidate], list[str]]:
+    """Pick the files to import (one frequency) and describe the ones skipped."""
+    counts = Counter(candidate.frequency for candidate in candidates)
+    if freq is not None:
+        chosen_freq = freq
+        if chosen_freq not in counts:
+            found = ", ".join(f"{n} of {f}" for f, n in sorted(counts.items()))
+            raise DataError(
+                f"no input file has frequency {freq} (found {found}); pick one of those with --freq"
+            )
+    else:
+        supported = [f for f in FREQUENCIES if f in counts]
+        if not supported:
+            found = ", ".join(f"{n} files of {f}" for f, n in sorted(counts.items()))
+            raise DataError(
+                f"no input file has a supported frequency (found {found}); finpod imports "
+                f"{', '.join(FREQUENCIES)} bars; resample the files first"
+            )
+        chosen_freq = supported[0]
+    chosen = [c for c in candidates if c.frequency == chosen_freq]
+    skipped = {f: n for f, n in counts.items() if f != chosen_freq}
+    notes: list[str] = []
+    if skipped:
+        parts = [
+            f"{n} files of {f}" if i == 0 else f"{n} of {f}"
+            for i, (f, n) in enumerate(sorted(skipped.items()))
+        ]
+        hint = [f for f in FREQUENCIES if f in skipped]
+        suffix = f"; pass --freq {hint[0]} to import those" if hint else ""
+        notes.append(f"imported {len(chosen)} files of {chosen_freq}; skipped {', '.join(parts)}{suffix}")
+    if chosen_freq not in FREQUENCIES:
+        raise DataError(
+            f"frequency {chosen_freq} is not supported; finpod imports {', '.join(FREQUENCIES)} bars"
+        )
+    return chosen, notes
+
+
+def _load(candidate: _Candidate, symbol: str | None) -> LoadedFile:
+    path = candidate.path
+    if candidate.kind == "alphavantage":
+        ticker = symbol or alphavantage.symbol_from_name(path)
+        return alphavantage.read_alphavantage(candidate.frame, path, candidate.frequency, ticker)
+    if candidate.kind == "pooksoft":
+        return pooksoft.read_pooksoft(candidate.frame, path, symbol or pooksoft.symbol_from_name(path))
+    if candidate.kind == "bars":
+        loaded = tabular.read_bar_schema(candidate.frame, path)
+        if symbol is not None:
+            loaded.bars["symbol"] = symbol
+        return loaded
+    ticker = symbol or path.name.split(".")[0].split("_")[0].upper()
+    frame = candidate.frame.drop(columns=["symbol"]) if symbol is not None else candidate.frame
+    return tabular.read_vendor(frame, path, ticker)
+
+
+def _check_timestamps(loaded: LoadedFile) -> pd.DataFrame:
+    """Minute bars on whole minutes in regular hours (others dropped, counted); daily bars at opens."""
+    bars = loaded.bars
+    source = str(loaded.path)
+    if not isinstance(bars["timestamp"].dtype, pd.DatetimeTZDtype):
+        return bars
+    stamps = pd.DatetimeIndex(bars["timestamp"]).as_unit("ns")
+    stamps_ns = stamps.asi8
+    if loaded.frequency == "1min":
+        off_minute = np.flatnonzero(stamps_ns % NS_PER_MINUTE != 0)
+        if off_minute.size:
+            row = int(off_minute[0])
+            raise DataError(
+                f"{source}: {bars['symbol'].iloc[row]} {stamps[row]}: minute bar does not start on a whole "
+                "minute; round bar starts down to the minute"
+            )
+        inside = xnas_sessions.regular_hours_mask(stamps_ns, source)
+        dropped = int((~inside).sum())
+        if dropped:
+            loaded.repairs[OUTSIDE_REGULAR_HOURS] = loaded.repairs.get(OUTSIDE_REGULAR_HOURS, 0) + dropped
+            return bars.loc[inside].reset_index(drop=True)
+        return bars
+    dates = stamps.tz_convert(EXCHANGE_TIMEZONE).tz_localize(None).normalize()
+    opens_ns = xnas_sessions.session_opens(dates, source).as_unit("ns").asi8
+    off_open = np.flatnonzero(opens_ns != stamps_ns)
+    if off_open.size:
+        row = int(off_open[0])
+        expected = pd.Timestamp(opens_ns[row], tz="UTC")
+        raise DataError(
+            f"{source}: {bars['symbol'].iloc[row]} {stamps[row]}: a daily bar must start at its session's "
+            f"market open ({expected}); write daily bar starts at the XNAS open"
+        )
+    return bars
+
+
+def _check_across_files(files: list[LoadedFile]) -> None:
+    """No (symbol, timestamp) may come from two files."""
+    origin = np.repeat(np.arange(len(files)), [len(f.bars) for f in files])
+    combined = pd.concat([f.bars.loc[:, ["symbol", "timestamp"]] for f in files], ignore_index=True)
+    combined["origin"] = origin
+    ordered = combined.sort_values(["symbol", "timestamp"], kind="stable", ignore_index=True)
+    symbols = ordered["symbol"].to_numpy()
+    stamps_ns = ordered["timestamp"].to_numpy(dtype="datetime64[ns]").view(np.int64)
+    same = (symbols[1:] == symbols[:-1]) & (stamps_ns[1:] == stamps_ns[:-1])
+    clash = np.flatnonzero(same)
+    if clash.size:
+        row = int(clash[0])
+        first, second = files[int(ordered["origin"].iloc[row])], files[int(ordered["origin"].iloc[row + 1])]
+        raise DataError(
+            f"{second.path}: {ordered['symbol'].iloc[row]} {ordered['timestamp'].iloc[row]}: bar also in "
+            f"{first.path}; import each symbol's bars from one file (or pass --symbol to rename)"
+        )
+
+
+def import_paths(
+    paths: Sequence[Path],
+    out: Path,
+    *,
+    symbol: str | None = None,
+    freq: Frequency | None = None,
+    column_map: Mapping[str, str] | None = None,
+) -> Manifest:
+    """Import vendor files into a dataset folder (bars in the bar schema + manifest), atomically.
+
+    Args:
+        paths: files and/or folders (folders contribute their ``.csv``/``.csv.gz``/``.parquet`` files).
+        out: the dataset folder to create (must not exist).
+        symbol: ticker to use instead of the one in the file name (one input file only).
+        freq: ``"1min"`` or ``"1d"`` to pick that frequency when the inputs hold several.
+        column_map: ``{file column: bar-schema column}`` renames applied before detection.
+
+    Returns:
+        The written manifest; its ``notes`` say which files were skipped, ``repairs`` what was repaired.
+
+    Raises:
+        DataError: unknown format, bad bars (naming file, symbol and time), or nothing to import.
+    """
+    candidates = [_probe(path, column_map or {}) for path in expand_paths(paths)]
+    chosen, notes = _select_frequency(candidates, freq)
+    if symbol is not None and len(chosen) != 1:
+        raise DataError(
+            f"--symbol {symbol} applies to one input file, but {len(chosen)} were given; drop --symbol"
+        )
+    loaded_files: list[LoadedFile] = []
+    for candidate in chosen:
+        loaded = _load(candidate, symbol)
+        loaded.bars = _check_timestamps(loaded)
+        report = validate_bars(loaded.bars, str(loaded.path))
+        loaded.repairs[ZERO_VOLUME_BARS] = report.zero_volume_bars
+        loaded_files.append(loaded)
+    adjustments = sorted({f.adjustment for f in loaded_files})
+    if len(adjustments) > 1:
+        raise DataError(
+            f"input files mix price adjustments ({', '.join(adjustments)}); "
+            "import them into separate datasets"
+        )
+    _check_across_files(loaded_files)
+    repairs: Counter[str] = Counter()
+    for loaded in loaded_files:
+        repairs.update(loaded.repairs)
+    frequency: Frequency = "1min" if chosen[0].frequency == "1min" else "1d"
+    return write_dataset(
+        pd.concat([f.bars for f in loaded_files], ignore_index=True),
+        out,
+        source="+".join(sorted({f.source for f in loaded_files})),
+        frequency=frequency,
+        adjustment=loaded_files[0].adjustment,
+        repairs=dict(sorted(repairs.items())),
+        notes=notes,
+    )

@@ -1,0 +1,107 @@
+"""AlphaVantage-style ``SYMBOL_1min.csv`` / ``SYMBOL_daily.csv``: naive US/Eastern, bar END, newest first.
+
+Header ``datetime,open,high,low,close,volume``. Intraday stamps mark the bar's END in New York time
+(09:31..16:00 for 1-minute bars), so a bar starts one period earlier; daily stamps are session dates.
+Rows come newest first and are reordered (counted as ``reordered_rows``). Prices are as the vendor
+wrote them (``adjustment="none"``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Final
+
+import pandas as pd
+
+from finpod.data.calendar import EXCHANGE_TIMEZONE
+from finpod.data.importers.common import LoadedFile, oldest_first, parse_timestamps
+from finpod.data.xnas_sessions import session_opens
+from finpod.errors import DataError
+
+HEADER: Final[tuple[str, ...]] = ("datetime", "open", "high", "low", "close", "volume")
+_NAME_PATTERN: Final[re.Pattern[str]] = re.compile(
+    r"^(?P<symbol>[^_]+)_(?P<freq>\d+min|daily|weekly|monthly)$"
+)
+_FREQ_BY_SUFFIX: Final[dict[str, str]] = {"daily": "1d", "weekly": "1w", "monthly": "1mo"}
+
+
+def frequency_from_name(path: Path) -> str | None:
+    """Frequency label from a file name like ``AAPL_1min.csv`` (``1min``) or ``AAPL_daily.csv`` (``1d``).
+
+    Args:
+        path: the file.
+
+    Returns:
+        The label (``"1min"``, ``"15min"``, ``"1d"``, ``"1w"``...), or ``None`` when the name has none.
+    """
+    match = _NAME_PATTERN.match(path.name.split(".")[0])
+    if match is None:
+        return None
+    suffix = match.group("freq")
+    return _FREQ_BY_SUFFIX.get(suffix, suffix)
+
+
+def symbol_from_name(path: Path) -> str:
+    """Ticker from ``AAPL_1min.csv`` -> ``AAPL``.
+
+    Raises:
+        DataError: the name does not follow ``SYMBOL_<freq>.csv``.
+    """
+    match = _NAME_PATTERN.match(path.name.split(".")[0])
+    if match is None:
+        raise DataError(f"{path}: cannot tell the symbol from the file name; pass --symbol TICKER")
+    return match.group("symbol").upper()
+
+
+def read_alphavantage(frame: pd.DataFrame, path: Path, frequency: str, symbol: str) -> LoadedFile:
+    """Read one AlphaVantage-style file into the bar schema (UTC bar starts, oldest first).
+
+    Args:
+        frame: the file's rows (columns of :data:`HEADER`, any case).
+        path: the CSV file, for messages.
+        frequency: ``"1min"`` or ``"1d"``.
+        symbol: ticker for every row.
+
+    Returns:
+        The loaded bars with ``reordered_rows`` counted when the file was newest first.
+
+    Raises:
+        DataError: a timestamp is not a valid New York time (unparseable, DST gap or ambiguity).
+    """
+    raw = frame.copy()
+    raw.columns = [str(name).strip().lower() for name in raw.columns]
+    stamps = parse_timestamps(raw["datetime"], str(path), symbol)
+    if isinstance(stamps.dtype, pd.DatetimeTZDtype):
+        raise DataError(
+            f"{path}: AlphaVantage-style files carry naive New York times, but these have UTC offsets; "
+            "rename the datetime column to timestamp to import them as bar starts"
+        )
+    if frequency == "1d":
+        starts = session_opens(pd.DatetimeIndex(stamps), str(path))
+    else:
+        minutes = int(frequency.removesuffix("min"))
+        try:
+            ends = pd.DatetimeIndex(stamps).tz_localize(
+                EXCHANGE_TIMEZONE, ambiguous="raise", nonexistent="raise"
+            )
+        except (ValueError, TypeError) as err:
+            reason = " ".join(str(err).split())
+            raise DataError(
+                f"{path}: {symbol}: a timestamp is not a valid New York time ({reason}); fix that row"
+            ) from None
+        starts = (ends - pd.Timedelta(minutes=minutes)).tz_convert("UTC")
+    bars = pd.DataFrame(
+        {
+            "timestamp": starts,
+            "symbol": symbol,
+            "open": raw["open"],
+            "high": raw["high"],
+            "low": raw["low"],
+            "close": raw["close"],
+            "volume": raw["volume"],
+        }
+    )
+    repairs: dict[str, int] = {}
+    bars = oldest_first(bars, repairs)
+    return LoadedFile(path, bars, frequency, "none", "alphavantage", repairs)

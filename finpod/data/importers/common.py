@@ -1,0 +1,169 @@
+"""Pieces every importer shares: the loaded-file record, timestamp parsing, reordering, symbol names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import pandas as pd
+
+from finpod.data.store import Adjustment
+from finpod.errors import DataError
+
+CSV_HEADER_LINES: Final[int] = 1
+_NS_PER_MINUTE: Final[int] = 60_000_000_000
+_MINUTES_PER_DAY: Final[int] = 1440
+_DAYS_PER_WEEK: Final[int] = 7
+REORDERED_ROWS: Final[str] = "reordered_rows"
+ZERO_VOLUME_BARS: Final[str] = "zero_volume_bars"
+OUTSIDE_REGULAR_HOURS: Final[str] = "outside_regular_hours_bars_dropped"
+
+
+@dataclass
+class LoadedFile:
+    """Bars of one file in the bar schema, with what the importer did to them.
+
+    Attributes:
+        path: the file read.
+        bars: bar-schema frame (UTC bar starts), oldest first within each symbol.
+        frequency: ``"1min"`` or ``"1d"``.
+        adjustment: price adjustment of ``bars``.
+        source: format name recorded in the manifest (``alphavantage``, ``pooksoft``, ``bars``, ``csv``).
+        repairs: what was repaired, counted.
+    """
+
+    path: Path
+    bars: pd.DataFrame
+    frequency: str
+    adjustment: Adjustment
+    source: str
+    repairs: dict[str, int] = field(default_factory=dict)
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """Read a CSV (optionally gzipped) or parquet file as it is, column names unchanged.
+
+    Args:
+        path: a ``.csv``, ``.csv.gz`` or ``.parquet`` file.
+
+    Returns:
+        The file's rows.
+
+    Raises:
+        DataError: the file is empty or cannot be parsed.
+    """
+    try:
+        if path.suffix == ".parquet":
+            return pd.read_parquet(path)
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise DataError(
+            f"{path}: empty file (no header, no bars); export some bars into it or leave it out"
+        ) from None
+    except (ValueError, OSError, pd.errors.ParserError) as err:
+        reason = " ".join(str(err).split())
+        raise DataError(f"{path}: cannot be read as CSV/parquet ({reason}); check the file") from None
+
+
+def parse_timestamps(values: pd.Series, source: str, symbol: str) -> pd.Series:
+    """Parse ISO 8601 timestamps; naive values stay naive, values with offsets become UTC.
+
+    Args:
+        values: text (or datetime) column, one value per row.
+        source: file name for error messages.
+        symbol: ticker for error messages.
+
+    Returns:
+        datetime64 series (tz-naive, or tz-aware UTC when the text carries offsets).
+
+    Raises:
+        DataError: a value is not a timestamp (or names an unknown time zone), or values mix naive and
+            zoned stamps; the message names the CSV line.
+    """
+    if isinstance(values.dtype, pd.DatetimeTZDtype):
+        return values.dt.tz_convert("UTC")
+    if pd.api.types.is_datetime64_dtype(values.dtype):
+        return values
+    coerced = pd.to_datetime(values, format="ISO8601", errors="coerce", utc=True)
+    bad = np.flatnonzero((coerced.isna() & values.notna()).to_numpy() | values.isna().to_numpy())
+    if bad.size:
+        line = int(bad[0]) + CSV_HEADER_LINES + 1
+        raise DataError(
+            f"{source}: {symbol} line {line}: timestamp {values.iloc[int(bad[0])]!r} is not an ISO 8601 time "
+            "with a known UTC offset; write e.g. 2019-02-11T14:30:00+00:00"
+        )
+    text = values.astype("str")
+    zoned = text.str.contains(r"(?:[+-]\d\d:?\d\d|Z)$", regex=True).to_numpy()
+    if zoned.all():
+        return coerced
+    if not zoned.any():
+        return pd.to_datetime(values, format="ISO8601")
+    line = int(np.flatnonzero(zoned != zoned[0])[0]) + CSV_HEADER_LINES + 1
+    raise DataError(
+        f"{source}: {symbol} line {line}: timestamps mix values with and without a UTC offset; "
+        "write every timestamp with its offset"
+    )
+
+
+def oldest_first(bars: pd.DataFrame, repairs: dict[str, int]) -> pd.DataFrame:
+    """Reorder a vendor file's bars oldest first within each symbol; count the rows if it had to.
+
+    Args:
+        bars: bar-schema frame from one vendor file.
+        repairs: counter dict updated with ``reordered_rows`` (rows of a reordered file).
+
+    Returns:
+        Bars sorted by ``(symbol, timestamp)``, stable, so duplicates stay for validation to report.
+    """
+    ordered = bars.sort_values(["symbol", "timestamp"], kind="stable", ignore_index=True)
+    if not ordered["timestamp"].equals(bars["timestamp"].reset_index(drop=True)):
+        repairs[REORDERED_ROWS] = repairs.get(REORDERED_ROWS, 0) + len(bars)
+    return ordered
+
+
+def symbol_from_name(path: Path, separator: str, position: int) -> str:
+    """Ticker taken from a file name, e.g. ``AAPL_1min.csv`` -> ``AAPL`` (separator ``_``, position 0).
+
+    Args:
+        path: the file.
+        separator: what splits the name's parts.
+        position: index of the ticker among the parts.
+
+    Returns:
+        The ticker, upper case.
+
+    Raises:
+        DataError: the name has no such part.
+    """
+    stem = path.name.split(".")[0]
+    parts = stem.split(separator)
+    if len(parts) <= position or not parts[position].strip():
+        raise DataError(f"{path}: cannot tell the symbol from the file name; pass --symbol TICKER")
+    return parts[position].strip().upper()
+
+
+def infer_frequency(bars: pd.DataFrame) -> str:
+    """Frequency label from the smallest step between a symbol's consecutive bars.
+
+    Args:
+        bars: frame with ``timestamp`` (datetime64, naive or zoned) and ``symbol`` columns.
+
+    Returns:
+        ``"1min"``, ``"<k>min"``, ``"1d"`` (steps of 1 to 6 days) or ``"<k>d"``; ``"unknown"`` when no
+        symbol has two distinct bars.
+    """
+    if not pd.api.types.is_datetime64_any_dtype(bars["timestamp"].dtype):
+        return "unknown"
+    ordered = bars.sort_values(["symbol", "timestamp"], kind="stable")
+    stamps = ordered["timestamp"].to_numpy(dtype="datetime64[ns]").view(np.int64)
+    codes, _ = pd.factorize(ordered["symbol"])
+    steps = np.diff(stamps)[(codes[1:] == codes[:-1]) & (np.diff(stamps) > 0)]
+    if steps.size == 0:
+        return "unknown"
+    minutes = int(steps.min() // _NS_PER_MINUTE)
+    if minutes < _MINUTES_PER_DAY:
+        return f"{minutes}min"
+    days = minutes // _MINUTES_PER_DAY
+    return "1d" if days < _DAYS_PER_WEEK else f"{days}d"

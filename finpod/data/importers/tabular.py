@@ -1,0 +1,152 @@
+"""Bar-schema files and common vendor CSVs (Date/Datetime/time, Open..Volume, Adj Close).
+
+Bar-schema files (``timestamp,symbol,open,high,low,close,volume``, tz-aware UTC bar starts) import as
+they are: their prices are taken as already adjusted (the schema's contract) and unsorted rows are an
+error, not a repair. Vendor CSVs are recognised by common column names (case-insensitive):
+
+=============== ==========================================
+column          accepted names
+=============== ==========================================
+timestamp       timestamp, date, datetime, time
+symbol          symbol, ticker (else the file name)
+open..volume    open, high, low, close, volume
+adjusted close  adj close, adj_close, adjusted_close
+=============== ==========================================
+
+Vendor timestamps with a UTC offset are bar starts; date-only values are daily bars placed at the
+session open. With an adjusted close, prices are scaled by ``adjusted close / close`` (volume as given).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import pandas as pd
+
+from finpod.data.importers.common import LoadedFile, infer_frequency, oldest_first, parse_timestamps
+from finpod.data.schema import BAR_COLUMNS
+from finpod.data.store import Adjustment
+from finpod.data.xnas_sessions import session_opens
+from finpod.errors import DataError
+
+ALIASES: Final[dict[str, str]] = {
+    "timestamp": "timestamp",
+    "date": "timestamp",
+    "datetime": "timestamp",
+    "time": "timestamp",
+    "symbol": "symbol",
+    "ticker": "symbol",
+    "open": "open",
+    "high": "high",
+    "low": "low",
+    "close": "close",
+    "volume": "volume",
+    "adj close": "adjusted_close",
+    "adj_close": "adjusted_close",
+    "adjusted_close": "adjusted_close",
+}
+VENDOR_REQUIRED: Final[frozenset[str]] = frozenset({"timestamp", "open", "high", "low", "close", "volume"})
+
+
+def canonical_columns(columns: list[str]) -> dict[str, str]:
+    """Map each recognised vendor column name to its bar-schema name.
+
+    Args:
+        columns: the file's column names.
+
+    Returns:
+        ``{file name: canonical name}`` for the names in :data:`ALIASES` (case-insensitive).
+
+    Raises:
+        DataError: two columns map to the same canonical name.
+    """
+    mapping: dict[str, str] = {}
+    for name in columns:
+        canonical = ALIASES.get(str(name).strip().lower())
+        if canonical is None:
+            continue
+        if canonical in mapping.values():
+            other = next(key for key, value in mapping.items() if value == canonical)
+            raise DataError(
+                f"columns {other!r} and {name!r} both mean {canonical}; "
+                "drop one or rename it with --column-map"
+            )
+        mapping[name] = canonical
+    return mapping
+
+
+def is_bar_schema(columns: list[str]) -> bool:
+    """Whether the columns are exactly the bar schema's (any order)."""
+    return set(columns) == set(BAR_COLUMNS)
+
+
+def _daily_or_zoned(stamps: pd.Series, source: str, symbol: str) -> tuple[pd.DatetimeIndex, bool]:
+    """UTC bar starts and whether they came from dates (daily bars at the session open)."""
+    index = pd.DatetimeIndex(stamps)
+    if index.tz is not None:
+        return index.tz_convert("UTC"), False
+    if (index == index.normalize()).all():
+        return session_opens(index, source), True
+    raise DataError(
+        f"{source}: {symbol} {index[0]}: naive timestamps (no time zone) with times of day; "
+        "write them with a UTC offset, e.g. 2019-02-11T14:30:00+00:00"
+    )
+
+
+def read_bar_schema(frame: pd.DataFrame, path: Path) -> LoadedFile:
+    """Bars from a file already in the bar schema (tz-aware UTC bar starts, adjusted prices).
+
+    Args:
+        frame: the file's rows, columns exactly :data:`finpod.data.schema.BAR_COLUMNS`.
+        path: where they came from.
+
+    Returns:
+        The bars, frequency inferred from their spacing.
+    """
+    bars = frame.loc[:, list(BAR_COLUMNS)].copy()
+    first_symbol = str(bars["symbol"].iloc[0]) if len(bars) else "?"
+    bars["timestamp"] = parse_timestamps(bars["timestamp"], str(path), first_symbol)
+    return LoadedFile(path, bars, infer_frequency(bars), "split+dividend", "bars")
+
+
+def read_vendor(frame: pd.DataFrame, path: Path, symbol: str) -> LoadedFile:
+    """Bars from a vendor CSV with recognised column names (see the module docstring).
+
+    Args:
+        frame: the file's rows, columns already mapped to canonical names.
+        path: where they came from.
+        symbol: ticker for rows without a ``symbol`` column.
+
+    Returns:
+        Bars oldest first (reordering counted), adjusted when the file has an adjusted close.
+    """
+    source = str(path)
+    symbols = frame["symbol"] if "symbol" in frame.columns else pd.Series(symbol, index=frame.index)
+    starts, _ = _daily_or_zoned(parse_timestamps(frame["timestamp"], source, symbol), source, symbol)
+    bars = pd.DataFrame(
+        {
+            "timestamp": starts,
+            "symbol": symbols.to_numpy(),
+            **{name: frame[name].to_numpy() for name in ("open", "high", "low", "close", "volume")},
+        }
+    )
+    adjustment: Adjustment = "none"
+    if "adjusted_close" in frame.columns:
+        adjusted = pd.to_numeric(frame["adjusted_close"], errors="coerce").to_numpy(dtype=np.float64)
+        close = pd.to_numeric(frame["close"], errors="coerce").to_numpy(dtype=np.float64)
+        bad = np.flatnonzero(~np.isfinite(adjusted) | (adjusted <= 0))
+        if bad.size:
+            row = int(bad[0])
+            raise DataError(
+                f"{source}: {bars['symbol'].iloc[row]} {bars['timestamp'].iloc[row]}: adjusted close "
+                f"{frame['adjusted_close'].iloc[row]!r} is missing or non-positive; fix that row"
+            )
+        factor = adjusted / close
+        for name in ("open", "high", "low", "close"):
+            bars[name] = pd.to_numeric(bars[name], errors="coerce").to_numpy(dtype=np.float64) * factor
+        adjustment = "split+dividend"
+    repairs: dict[str, int] = {}
+    bars = oldest_first(bars, repairs)
+    return LoadedFile(path, bars, infer_frequency(bars), adjustment, "csv", repairs)

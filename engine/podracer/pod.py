@@ -13,6 +13,7 @@ file's say-so).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import sys
 import time
@@ -60,7 +61,7 @@ def check_agent_config(config: Any) -> dict[str, tuple[float, float]]:
 
     Raises:
         TournamentError: not a dataclass, no ``PERTURBABLE`` mapping, or an entry that names no
-            field or has bounds that are not ``0 < min <= max``.
+            field or has bounds that are not ``0 <= min <= max``.
     """
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise TournamentError(
@@ -79,17 +80,18 @@ def check_agent_config(config: Any) -> dict[str, tuple[float, float]]:
             raise TournamentError(
                 f"PERTURBABLE names {name!r}, which is not a float field of {config_type_name(config)}"
             )
-        if not 0.0 < low <= high:
+        if not 0.0 <= low <= high:
             raise TournamentError(
-                f"PERTURBABLE bounds of {name!r} are {bounds!r}; they must satisfy 0 < min <= max"
+                f"PERTURBABLE bounds of {name!r} are {bounds!r}; they must satisfy 0 <= min <= max"
             )
         checked[name] = (float(low), float(high))
     return checked
 
 
 def config_to_record(config: Any) -> dict[str, Any]:
-    """A JSON-ready record of a dataclass config: its type name and its fields."""
-    return {"type": config_type_name(config), "fields": dataclasses.asdict(config)}
+    """A JSON-ready record of a dataclass config: its type name and its fields (tuples as lists)."""
+    fields = json.loads(json.dumps(dataclasses.asdict(config), allow_nan=False))
+    return {"type": config_type_name(config), "fields": fields}
 
 
 def _tuples(value: Any) -> Any:

@@ -1,0 +1,274 @@
+"""The orchestrator: budget, events, determinism, crash handling, asynchrony, resume, bad settings."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from engine._tournament_kit import (
+    ROUND_ENV_STEPS,
+    TINY_PPO,
+    Validation,
+    make_agent,
+    make_env,
+    new_tournament,
+    resume_tournament,
+    tournament_config,
+)
+from podracer import (
+    LocalBackend,
+    Policy,
+    SnapshotError,
+    Tournament,
+    TournamentConfig,
+    TournamentError,
+    TournamentEvent,
+    read_events,
+)
+from podracer.toy import TargetMatchingEnv
+
+BLOCK_TIMEOUT_S = 60.0
+"""How long the asynchrony test lets a blocked pod wait before declaring the pool stuck."""
+
+
+def _fingerprint(run_dir: Path) -> list[tuple[Any, ...]]:
+    """Everything about a run's leaderboard but admission times."""
+    index = json.loads((run_dir / "leaderboard" / "index.json").read_text())
+    return [tuple(v for k, v in sorted(entry.items()) if k != "created_at") for entry in index["entries"]]
+
+
+def test_a_run_spends_its_budget_and_fills_the_leaderboard(tmp_path: Path) -> None:
+    config = tournament_config(pool_size=2)
+    events: list[TournamentEvent] = []
+    result = new_tournament(tmp_path, config).run(on_event=events.append)
+    assert config.budget_env_steps is not None
+    assert config.budget_env_steps <= result.env_steps <= config.budget_env_steps + 2 * ROUND_ENV_STEPS
+    assert result.rounds == result.env_steps // ROUND_ENV_STEPS
+    scores = result.leaderboard.scores()
+    assert len(scores) == config.leaderboard_size
+    assert scores == sorted(scores, reverse=True)
+    result.leaderboard.verify()
+    kinds = [e.kind for e in events]
+    assert kinds.count("round_finished") == result.rounds
+    assert kinds[-1] == "tournament_finished"
+    assert {"pod_started", "entry_admitted"} <= set(kinds)
+    assert [e["kind"] for e in read_events(tmp_path)] == kinds
+    assert len(result.history) == result.rounds
+    assert result.history[-1].scores == tuple(scores)
+    assert all(a.env_steps < b.env_steps for a, b in zip(result.history, result.history[1:], strict=False))
+
+
+def test_the_tournament_learns(tmp_path: Path) -> None:
+    validation = Validation()
+    untrained = validation(make_agent(TINY_PPO, 0).act)
+    result = new_tournament(tmp_path, tournament_config(pool_size=2)).run()
+    best = result.leaderboard.load_agent(0, make_agent)
+    assert validation(best.act) == pytest.approx(result.leaderboard.entries[0].score)
+    assert result.leaderboard.entries[0].score > untrained + 0.02
+
+
+def test_one_slot_is_deterministic(tmp_path: Path) -> None:
+    config = tournament_config(pool_size=1, lagging_rounds=1, budget_env_steps=24 * ROUND_ENV_STEPS)
+    first = new_tournament(tmp_path / "a", config).run()
+    second = new_tournament(tmp_path / "b", config).run()
+    assert _fingerprint(tmp_path / "a") == _fingerprint(tmp_path / "b")
+    assert [h.scores for h in first.history] == [h.scores for h in second.history]
+    for entry_a, entry_b in zip(first.leaderboard.entries, second.leaderboard.entries, strict=True):
+        assert entry_a.snapshot.read_bytes() == entry_b.snapshot.read_bytes()
+
+
+def test_lagging_pods_are_replaced_from_the_leaderboard(tmp_path: Path) -> None:
+    config = tournament_config(pool_size=2, lagging_rounds=1, fresh_pod_prob=0.0)
+    new_tournament(tmp_path, config).run()
+    events = read_events(tmp_path)
+    replaced = [e for e in events if e["kind"] == "pod_replaced"]
+    assert replaced
+    assert all(e["data"]["reason"] == "lagging" for e in replaced)
+    started = {e["pod_id"]: e["data"] for e in events if e["kind"] == "pod_started"}
+    successors = [started[e["data"]["by"]] for e in replaced]
+    assert all(s["origin"] == "leaderboard" and s["generation"] >= 1 for s in successors)
+    assert any(s["agent_config"] != started[0]["agent_config"] for s in successors)
+
+
+class _FlakyEvaluate:
+    """Raises on the calls numbered in ``fail_on`` (1-based), else scores like :class:`Validation`."""
+
+    def __init__(self, fail_on: set[int] | None, value: float | None = None) -> None:
+        self.validation = Validation()
+        self.fail_on = fail_on
+        self.value = value
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, policy: Policy) -> float:
+        with self.lock:
+            self.calls += 1
+            call = self.calls
+        if self.fail_on is None or call in self.fail_on:
+            raise RuntimeError(f"injected failure on call {call}")
+        return self.validation(policy) if self.value is None else self.value
+
+
+def test_a_crashing_pod_is_restored_from_its_snapshot(tmp_path: Path) -> None:
+    config = tournament_config(pool_size=1, budget_env_steps=10 * ROUND_ENV_STEPS)
+    tournament = Tournament(config, tmp_path, make_agent, TINY_PPO, make_env, _FlakyEvaluate({4}))
+    result = tournament.run()
+    assert result.crashes == 1
+    assert result.env_steps >= 10 * ROUND_ENV_STEPS
+    events = read_events(tmp_path)
+    crash = next(i for i, e in enumerate(events) if e["kind"] == "pod_crashed")
+    assert "injected failure on call 4" in events[crash]["data"]["error"]
+    restart = events[crash + 1]
+    assert (restart["kind"], restart["pod_id"], restart["data"]["origin"]) == ("pod_started", 0, "snapshot")
+
+
+def test_a_pod_crashing_before_any_snapshot_is_replaced_by_a_new_one(tmp_path: Path) -> None:
+    config = tournament_config(pool_size=1, budget_env_steps=4 * ROUND_ENV_STEPS)
+    Tournament(config, tmp_path, make_agent, TINY_PPO, make_env, _FlakyEvaluate({1})).run()
+    events = read_events(tmp_path)
+    replaced = next(e for e in events if e["kind"] == "pod_replaced")
+    assert (replaced["pod_id"], replaced["data"]) == (0, {"reason": "crash", "by": 1})
+
+
+def test_a_tournament_that_only_crashes_gives_up_with_a_clear_error(tmp_path: Path) -> None:
+    config = tournament_config(pool_size=1, max_consecutive_crashes=3)
+    tournament = Tournament(config, tmp_path, make_agent, TINY_PPO, make_env, _FlakyEvaluate(None))
+    with pytest.raises(TournamentError, match="4 pod rounds crashed in a row"):
+        tournament.run()
+
+
+def test_a_non_finite_score_counts_as_a_crash(tmp_path: Path) -> None:
+    config = tournament_config(pool_size=1, max_consecutive_crashes=1)
+    tournament = Tournament(config, tmp_path, make_agent, TINY_PPO, make_env, _FlakyEvaluate(set(), math.nan))
+    with pytest.raises(TournamentError, match="evaluate returned nan"):
+        tournament.run()
+
+
+class _BlockingEnvFactory:
+    """The first env it builds blocks in ``step`` until ``release`` is set: a pod stuck mid-round."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.built = 0
+        self.timed_out = False
+
+    def __call__(self, seed: int) -> TargetMatchingEnv:
+        env = make_env(seed)
+        self.built += 1
+        if self.built == 1:
+            step = env.step
+
+            def blocking_step(actions: torch.Tensor) -> Any:
+                if not self.release.wait(BLOCK_TIMEOUT_S):
+                    self.timed_out = True
+                return step(actions)
+
+            env.step = blocking_step  # type: ignore[method-assign]
+        return env
+
+
+def test_pods_never_wait_for_each_other(tmp_path: Path) -> None:
+    envs = _BlockingEnvFactory()
+    finished_by_other_pod: list[int] = []
+
+    def on_event(event: TournamentEvent) -> None:
+        if event.kind == "round_finished" and event.pod_id != 0:
+            finished_by_other_pod.append(event.env_steps)
+            if len(finished_by_other_pod) == 5:
+                envs.release.set()
+
+    config = tournament_config(pool_size=2, budget_env_steps=12 * ROUND_ENV_STEPS, lagging_rounds=100)
+    Tournament(config, tmp_path, make_agent, TINY_PPO, envs, Validation()).run(on_event)
+    assert not envs.timed_out
+    events = read_events(tmp_path)
+    first_round_of_blocked_pod = next(
+        i for i, e in enumerate(events) if e["kind"] == "round_finished" and e["pod_id"] == 0
+    )
+    others_before = [
+        e for e in events[:first_round_of_blocked_pod] if e["kind"] == "round_finished" and e["pod_id"] != 0
+    ]
+    assert len(others_before) >= 5
+
+
+def test_wall_time_budget_stops_the_run(tmp_path: Path) -> None:
+    config = tournament_config(pool_size=1, budget_env_steps=None, budget_seconds=1.0)
+    result = new_tournament(tmp_path, config).run()
+    assert result.rounds >= 1
+    assert result.seconds >= 1.0
+
+
+def test_resume_continues_an_interrupted_run_to_the_same_budget(tmp_path: Path) -> None:
+    config = tournament_config(pool_size=2)
+
+    def interrupt(event: TournamentEvent) -> None:
+        if event.kind == "round_finished" and event.env_steps >= 15 * ROUND_ENV_STEPS:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        new_tournament(tmp_path, config).run(on_event=interrupt)
+    before = json.loads((tmp_path / "state.json").read_text())
+    assert not before["finished"]
+    assert before["pool"]
+    resumed = resume_tournament(tmp_path)
+    events: list[TournamentEvent] = []
+    result = resumed.run(on_event=events.append)
+    restarted = [e for e in events if e.kind == "pod_started" and e.data["origin"] == "snapshot"]
+    assert {e.pod_id for e in restarted} >= {p["pod_id"] for p in before["pool"][:2]}
+    assert config.budget_env_steps is not None
+    assert config.budget_env_steps <= result.env_steps <= config.budget_env_steps + 2 * ROUND_ENV_STEPS
+    assert resume_tournament(tmp_path).run().rounds == result.rounds
+
+
+def test_a_used_run_dir_is_refused(tmp_path: Path) -> None:
+    new_tournament(tmp_path, tournament_config())
+    with pytest.raises(TournamentError, match=r"already holds a tournament; use Tournament\.resume"):
+        new_tournament(tmp_path, tournament_config())
+
+
+def test_resume_refuses_a_foreign_folder(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"hello": "world"}')
+    with pytest.raises(SnapshotError, match="foreign file"):
+        resume_tournament(tmp_path)
+    with pytest.raises(SnapshotError, match="does not exist"):
+        resume_tournament(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"pool_size": 0}, "pool_size is 0"),
+        ({"leaderboard_size": 0}, "leaderboard_size is 0"),
+        ({"budget_env_steps": None, "budget_seconds": None}, "no budget"),
+        ({"budget_env_steps": -5}, "budget_env_steps is -5"),
+        ({"budget_seconds": math.inf}, "budget_seconds is inf"),
+        ({"fresh_pod_prob": 1.5}, "fresh_pod_prob is 1.5"),
+        ({"perturb_scale": -0.1}, "perturb_scale is -0.1"),
+        ({"softmax_temperature": 0.0}, "softmax_temperature is 0.0"),
+        ({"eval_every_rounds": 0}, "eval_every_rounds is 0"),
+        ({"seed": -1}, "seed is -1"),
+        ({"lagging_rounds": 0}, "lagging_rounds is 0"),
+        ({"max_consecutive_crashes": 0}, "max_consecutive_crashes is 0"),
+    ],
+)
+def test_bad_settings_are_refused(changes: dict[str, Any], message: str) -> None:
+    base = dataclasses.asdict(tournament_config())
+    with pytest.raises(TournamentError, match=message):
+        TournamentConfig(**{**base, **changes})
+
+
+def test_local_backend_refuses_bad_sizes() -> None:
+    with pytest.raises(TournamentError, match="at least 1"):
+        LocalBackend(0)
+    with pytest.raises(TournamentError, match="torch_threads_per_slot is 0"):
+        LocalBackend(1, torch_threads_per_slot=0)
+    backend = LocalBackend(1)
+    with pytest.raises(TournamentError, match="slots is -1"):
+        backend.set_slots(-1)
+    backend.shutdown()

@@ -86,7 +86,7 @@ def initial_state(market: Market, key: torch.Tensor, num_assets: int, initial_ca
         cash_usd=cash,
         shares=torch.zeros((num_envs, num_assets), dtype=torch.float32, device=key.device),
         equity_usd=cash.clone(),
-        t=start,
+        t=start.clone(),
         start=start,
         end=end,
         episode=episode,

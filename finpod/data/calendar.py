@@ -38,6 +38,8 @@ PRE_MARKET_MINUTES: Final[int] = 330
 """Extended session: 04:00 America/New_York is 330 minutes before the 09:30 open."""
 POST_MARKET_MINUTES: Final[int] = 240
 """Extended session: 20:00 America/New_York is 240 minutes after the 16:00 close."""
+ABSENT_PRICE_USD: Final[float] = 1.0
+"""Placeholder price of a symbol with no bar at all in the window (never tradable there)."""
 
 DateLike = str | dt.date | pd.Timestamp
 
@@ -96,7 +98,7 @@ class AlignedBars:
         open, high, low, close: float32 ``(T, M)`` prices, USD per share, filled as the module says.
         volume: float32 ``(T, M)`` shares, 0 where filled.
         real: bool ``(T, M)``, True where the input had a bar (not filled).
-        first_bar: int64 ``(M,)`` row of each symbol's first real bar.
+        first_bar: int64 ``(M,)`` row of each symbol's first real bar (``T`` if it has none).
         counts: what was filled and dropped.
     """
 
@@ -291,8 +293,8 @@ def align(
         The aligned ``(T, M)`` float32 arrays, the real-bar mask, first-bar rows and counts.
 
     Raises:
-        DataError: naive timestamps, a symbol with no bar in the window, a duplicate
-            ``(symbol, bar)``, or a non-positive / non-finite price.
+        DataError: naive timestamps, a duplicate ``(symbol, bar)``, or a non-positive / non-finite
+            price or a negative volume.
     """
     grid = calendar_grid(freq, start, end, regular_hours_only=regular_hours_only)
     codes, uniques = pd.factorize(bars["symbol"], sort=False)
@@ -327,19 +329,15 @@ def align(
     _check_prices(arrays, real, grid, columns)
 
     has_bar = real.any(axis=0)
-    if not has_bar.all():
-        missing = ", ".join(columns[i] for i in np.flatnonzero(~has_bar))
-        raise DataError(
-            f"symbol(s) {missing} have no {freq} bar between {grid.session_dates[0].date()} and "
-            f"{grid.session_dates[-1].date()}; drop them or widen the dates"
-        )
-    first_bar = np.argmax(real, axis=0).astype(np.int64)
+    first_bar = np.where(has_bar, np.argmax(real, axis=0), num_rows).astype(np.int64)
     source_row = np.where(real, np.arange(num_rows, dtype=np.int64)[:, None], -1)
     np.maximum.accumulate(source_row, axis=0, out=source_row)
     before_first = source_row < 0
     last_close = np.take_along_axis(arrays["close"], np.maximum(source_row, 0), axis=0)
     del source_row
-    first_open = arrays["open"][first_bar, np.arange(num_cols)]
+    first_open = np.where(
+        has_bar, arrays["open"][np.minimum(first_bar, num_rows - 1), np.arange(num_cols)], ABSENT_PRICE_USD
+    ).astype(np.float32)
     np.copyto(last_close, np.broadcast_to(first_open, last_close.shape), where=before_first)
     unreal = ~real
     for name in PRICE_COLUMNS:

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from finpod.data.calendar import align, bar_starts, calendar_grid
+from finpod.data.calendar import ABSENT_PRICE_USD, align, bar_starts, calendar_grid
 from finpod.errors import DataError
 
 
@@ -169,10 +169,13 @@ def test_align_rejects_bad_prices(column: str, value: float) -> None:
         align(bars, "1min", "2020-01-02", "2020-01-02")
 
 
-def test_align_rejects_symbol_without_bars_in_window() -> None:
+def test_align_keeps_a_requested_symbol_without_bars_as_placeholder() -> None:
     bars = _bars(bar_starts("1min", "2020-01-02", "2020-01-02"), "AAA", seed=10)
-    with pytest.raises(DataError, match="ZZZ have no 1min bar"):
-        align(bars, "1min", "2020-01-02", "2020-01-02", symbols=("AAA", "ZZZ"))
+    aligned = align(bars, "1min", "2020-01-02", "2020-01-02", symbols=("AAA", "ZZZ"))
+    assert aligned.first_bar.tolist() == [0, 390]
+    assert not aligned.real[:, 1].any()
+    assert (aligned.close[:, 1] == ABSENT_PRICE_USD).all()
+    assert (aligned.volume[:, 1] == 0).all()
 
 
 @pytest.mark.parametrize(

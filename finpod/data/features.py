@@ -1,0 +1,376 @@
+"""The standard causal feature set, computed in torch on aligned ``(T, M)`` bars.
+
+Every feature at bar ``t`` uses bars ``<= t`` only: differences look back, rolling windows end at
+``t`` (differences of running sums), EMAs are exact causal recursions (evaluated chunk-wise with a
+lower-triangular matrix, so future rows enter with weight exactly 0). Features, in order:
+
+============== ============================================================== ==============
+name           definition (``c`` close, ``v`` volume, ``r`` 1-bar log return) warm-up (bars)
+============== ============================================================== ==============
+logret_h       ``log c[t] - log c[t-h]`` for h in :data:`RETURN_HORIZONS_BARS` h
+volatility     population std of ``r`` over :data:`VOLATILITY_WINDOW_BARS`    window
+rsi            Wilder RSI (EMAs of gains/losses of ``r``), 0..100; 50 if flat  period
+macd           ``(EMA_fast(c) - EMA_slow(c)) / c``                             slow
+macd_hist      ``macd - EMA_signal(macd)``                                     slow + signal
+bollinger      ``(c - SMA(c)) / (width * std(c))`` over the Bollinger window   window - 1
+volume_z       z-score of ``log1p(v)`` in its rolling window; 0 if flat        window - 1
+phase_sin/cos  1min: minute since the regular open / 390 as an angle;          0
+               1d: weekday / 5 as an angle (market-wide, not normalised)
+============== ============================================================== ==============
+
+A cell is *warm* when the symbol has had its first real bar at least ``warm-up`` bars before
+(``t - first_bar >= warm-up``); only then is the window made of the symbol's own bars. Per-asset
+features are normalised ``(x - mean) / std`` with the mean and std of warm cells in the TRAIN rows
+only, clipped to ``+-clip_sigmas``; cold cells (warm-up, or before the symbol's first bar) get the
+neutral value 0 (the train mean). A feature with zero train variance is only centred. The output
+is float32, NaN-free, on the device of the inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import torch
+
+from finpod.data.calendar import FULL_SESSION_MINUTES, NS_PER_MINUTE, session_day_numbers
+from finpod.errors import DataError
+
+RETURN_HORIZONS_BARS: Final[tuple[int, ...]] = (1, 5, 15, 60)
+VOLATILITY_WINDOW_BARS: Final[int] = 30
+RSI_PERIOD_BARS: Final[int] = 14
+MACD_FAST_BARS: Final[int] = 12
+MACD_SLOW_BARS: Final[int] = 26
+MACD_SIGNAL_BARS: Final[int] = 9
+BOLLINGER_WINDOW_BARS: Final[int] = 20
+BOLLINGER_WIDTH_SIGMAS: Final[float] = 2.0
+VOLUME_WINDOW_BARS: Final[int] = 30
+CLIP_SIGMAS: Final[float] = 5.0
+TRADING_DAYS_PER_WEEK: Final[int] = 5
+RSI_NEUTRAL: Final[float] = 50.0
+EMA_CHUNK_BARS: Final[int] = 128
+"""Rows per block of the chunked EMA: cost ``T * M * EMA_CHUNK_BARS`` and ``T / EMA_CHUNK_BARS`` steps."""
+COLUMN_CHUNK_SYMBOLS: Final[int] = 16
+"""Symbols per block when computing raw features (bounds temporaries to ~20 ``(T, 16)`` tensors)."""
+ROW_CHUNK_BARS: Final[int] = 8192
+"""Rows per chunk when fitting statistics and normalising (bounds ``(rows, M, F)`` temporaries)."""
+_EPOCH_WEEKDAY: Final[int] = 3
+"""1970-01-01 was a Thursday (Monday = 0)."""
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """One feature column.
+
+    Attributes:
+        name: column name in ``Panel.feature_names``.
+        warmup_bars: bars after a symbol's first bar before the value is warm.
+        per_asset: True for features of one symbol (normalised, neutral before warm-up); False for
+            market-wide clock features (kept as computed everywhere).
+    """
+
+    name: str
+    warmup_bars: int
+    per_asset: bool
+
+
+@dataclass(frozen=True)
+class FeatureStats:
+    """Normalisation statistics fitted on the train segment.
+
+    Attributes:
+        names: the ``F`` feature names the statistics belong to.
+        mean: float32 ``(F,)`` train mean of each feature (0 for clock features).
+        std: float32 ``(F,)`` train std of each feature (1 for clock features and flat features).
+    """
+
+    names: tuple[str, ...]
+    mean: torch.Tensor
+    std: torch.Tensor
+
+    def to(self, device: torch.device | str) -> FeatureStats:
+        """The same statistics on ``device``."""
+        return FeatureStats(self.names, self.mean.to(device), self.std.to(device))
+
+
+def feature_specs(freq: str) -> tuple[FeatureSpec, ...]:
+    """The feature columns for bars of frequency ``freq`` (``"1min"`` or ``"1d"``), in order."""
+    clock = "minute" if freq == "1min" else "weekday"
+    return (
+        *(FeatureSpec(f"logret_{h}", h, True) for h in RETURN_HORIZONS_BARS),
+        FeatureSpec(f"volatility_{VOLATILITY_WINDOW_BARS}", VOLATILITY_WINDOW_BARS, True),
+        FeatureSpec(f"rsi_{RSI_PERIOD_BARS}", RSI_PERIOD_BARS, True),
+        FeatureSpec("macd", MACD_SLOW_BARS, True),
+        FeatureSpec("macd_hist", MACD_SLOW_BARS + MACD_SIGNAL_BARS, True),
+        FeatureSpec(f"bollinger_{BOLLINGER_WINDOW_BARS}", BOLLINGER_WINDOW_BARS - 1, True),
+        FeatureSpec(f"volume_z_{VOLUME_WINDOW_BARS}", VOLUME_WINDOW_BARS - 1, True),
+        FeatureSpec(f"{clock}_sin", 0, False),
+        FeatureSpec(f"{clock}_cos", 0, False),
+    )
+
+
+def bar_phase(
+    timestamps_ns: np.ndarray, session_ids: np.ndarray, session_open_ns: np.ndarray, freq: str
+) -> np.ndarray:
+    """Clock angle of each bar in radians, float64 ``(T,)``.
+
+    Args:
+        timestamps_ns: int64 ``(T,)`` UTC bar starts.
+        session_ids: int64 ``(T,)`` session of each bar.
+        session_open_ns: int64 ``(S,)`` regular open of each session (UTC ns).
+        freq: ``"1min"``: ``2 pi * minutes since the regular open / 390``; ``"1d"``:
+            ``2 pi * weekday / 5`` (Monday 0).
+    """
+    if freq == "1min":
+        minutes = (timestamps_ns - session_open_ns[session_ids]) / NS_PER_MINUTE
+        return 2.0 * math.pi * minutes / FULL_SESSION_MINUTES
+    weekday = (session_day_numbers(timestamps_ns) + _EPOCH_WEEKDAY) % 7
+    return 2.0 * math.pi * weekday / TRADING_DAYS_PER_WEEK
+
+
+def lag_difference(x: torch.Tensor, lag_bars: int) -> torch.Tensor:
+    """``x[t] - x[t - lag_bars]`` along rows, 0 for the first ``lag_bars`` rows; ``(T, M)``."""
+    out = torch.zeros_like(x)
+    out[lag_bars:] = x[lag_bars:] - x[:-lag_bars]
+    return out
+
+
+def ema(x: torch.Tensor, span_bars: float, *, alpha: float | None = None) -> torch.Tensor:
+    """Causal exponential moving average down the rows of ``x`` ``(T, M)``, seeded with row 0.
+
+    ``y[t] = a * x[t] + (1 - a) * y[t-1]``, ``y[-1] = x[0]``, ``a = alpha`` or ``2 / (span + 1)``.
+    Exact (no truncation): blocks of :data:`EMA_CHUNK_BARS` rows are solved with a lower-triangular
+    matrix and the state is carried block to block, so ``y[t]`` never reads a row after ``t``.
+
+    Returns:
+        float32 ``(T, M)`` on ``x``'s device.
+    """
+    a = 2.0 / (span_bars + 1.0) if alpha is None else alpha
+    num_rows, num_cols = x.shape
+    block = EMA_CHUNK_BARS
+    num_blocks = -(-num_rows // block)
+    padded = torch.zeros(num_blocks * block, num_cols, dtype=x.dtype, device=x.device)
+    padded[:num_rows] = x
+    lags = torch.arange(block, device=x.device, dtype=torch.float64)
+    lag_matrix = lags[:, None] - lags[None, :]
+    weights = torch.where(lag_matrix >= 0, a * (1.0 - a) ** lag_matrix.clamp(min=0), 0.0).to(x.dtype)
+    partial = torch.matmul(weights, padded.view(num_blocks, block, num_cols))
+    keep_block = (1.0 - a) ** block
+    carry = torch.empty(num_blocks, num_cols, dtype=x.dtype, device=x.device)
+    state = x[0].clone()
+    for b in range(num_blocks):
+        carry[b] = state
+        state = partial[b, -1] + keep_block * state
+    keep_rows = ((1.0 - a) ** (lags + 1.0)).to(x.dtype)
+    partial += keep_rows[None, :, None] * carry[:, None, :]
+    return partial.view(num_blocks * block, num_cols)[:num_rows]
+
+
+def rolling_std_mean(x: torch.Tensor, window_bars: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Population std and mean of the trailing ``window_bars`` rows (ending at ``t``) of ``(T, M)``.
+
+    Window sums are differences of float64 running sums of ``x - x[0]`` and its square (exact
+    enough for prices and returns; the shift by row 0 keeps the squares small). Rows before a full
+    window average the rows they have (they are warm-up rows).
+
+    Returns:
+        ``(std, mean)``, float32 ``(T, M)`` each.
+    """
+    shifted = x.to(torch.float64) - x[:1].to(torch.float64)
+    sums = torch.cumsum(shifted, dim=0)
+    squares = torch.cumsum(shifted.square_(), dim=0)
+    del shifted
+    sums[window_bars:] -= sums[:-window_bars].clone()
+    squares[window_bars:] -= squares[:-window_bars].clone()
+    rows = torch.arange(1, x.shape[0] + 1, device=x.device, dtype=torch.float64)
+    count = rows.clamp(max=window_bars)[:, None]
+    mean = sums.div_(count)
+    variance = squares.div_(count).sub_(mean.square()).clamp_(min=0.0)
+    std = variance.sqrt_().to(torch.float32)
+    return std, (mean + x[:1].to(torch.float64)).to(torch.float32)
+
+
+def _safe_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
+    """``numerator / denominator`` where the denominator is positive, else 0."""
+    positive = denominator > 0
+    return torch.where(positive, numerator / torch.where(positive, denominator, 1.0), 0.0)
+
+
+def _asset_features(close: torch.Tensor, volume: torch.Tensor) -> list[torch.Tensor]:
+    """The per-asset features of a block of symbols, each float32 ``(T, m)``, in table order."""
+    log_close = torch.log(close)
+    returns = [lag_difference(log_close, h) for h in RETURN_HORIZONS_BARS]
+    del log_close
+    step_return = returns[RETURN_HORIZONS_BARS.index(1)]
+    volatility = rolling_std_mean(step_return, VOLATILITY_WINDOW_BARS)[0]
+    rsi_alpha = 1.0 / RSI_PERIOD_BARS
+    gain = ema(step_return.clamp(min=0.0), RSI_PERIOD_BARS, alpha=rsi_alpha)
+    loss = ema((-step_return).clamp(min=0.0), RSI_PERIOD_BARS, alpha=rsi_alpha)
+    total = gain + loss
+    rsi = torch.where(total > 0, 100.0 * _safe_ratio(gain, total), RSI_NEUTRAL)
+    del gain, loss, total
+    macd = (ema(close, MACD_FAST_BARS) - ema(close, MACD_SLOW_BARS)) / close
+    macd_hist = macd - ema(macd, MACD_SIGNAL_BARS)
+    price_std, price_mean = rolling_std_mean(close, BOLLINGER_WINDOW_BARS)
+    bollinger = _safe_ratio(close - price_mean, BOLLINGER_WIDTH_SIGMAS * price_std)
+    del price_std, price_mean
+    log_volume = torch.log1p(volume)
+    volume_std, volume_mean = rolling_std_mean(log_volume, VOLUME_WINDOW_BARS)
+    volume_z = _safe_ratio(log_volume - volume_mean, volume_std)
+    return [*returns, volatility, rsi, macd, macd_hist, bollinger, volume_z]
+
+
+def raw_features(close: torch.Tensor, volume: torch.Tensor, phase: torch.Tensor, freq: str) -> torch.Tensor:
+    """Unnormalised features of every bar and symbol (see the module table).
+
+    Computed in blocks of :data:`COLUMN_CHUNK_SYMBOLS` symbols to bound temporary memory.
+
+    Args:
+        close: float32 ``(T, M)`` positive close prices (USD).
+        volume: float32 ``(T, M)`` shares per bar.
+        phase: float ``(T,)`` clock angle in radians (:func:`bar_phase`).
+        freq: ``"1min"`` or ``"1d"`` (names the clock features).
+
+    Returns:
+        float32 ``(T, M, F)`` on ``close``'s device, F = ``len(feature_specs(freq))``.
+    """
+    specs = feature_specs(freq)
+    num_asset = sum(spec.per_asset for spec in specs)
+    num_rows, num_cols = close.shape
+    out = torch.empty(num_rows, num_cols, len(specs), dtype=torch.float32, device=close.device)
+    for lo in range(0, num_cols, COLUMN_CHUNK_SYMBOLS):
+        hi = min(num_cols, lo + COLUMN_CHUNK_SYMBOLS)
+        block = _asset_features(close[:, lo:hi], volume[:, lo:hi])
+        out[:, lo:hi, :num_asset] = torch.stack(block, dim=-1)
+        del block
+    angle = phase.to(device=close.device, dtype=torch.float32)
+    out[:, :, num_asset] = torch.sin(angle)[:, None]
+    out[:, :, num_asset + 1] = torch.cos(angle)[:, None]
+    return out
+
+
+def cold_mask(first_bar: torch.Tensor, rows: tuple[int, int], specs: tuple[FeatureSpec, ...]) -> torch.Tensor:
+    """bool ``(rows, M, F)``: cells not yet warm (clock features are never cold).
+
+    Args:
+        first_bar: int64 ``(M,)`` row of each symbol's first real bar.
+        rows: ``(start, stop)`` bar range to build the mask for.
+        specs: the ``F`` feature specs.
+    """
+    device = first_bar.device
+    never = torch.iinfo(torch.int64).min
+    warmup = torch.tensor([s.warmup_bars if s.per_asset else never for s in specs], device=device)
+    age = torch.arange(rows[0], rows[1], device=device)[:, None] - first_bar[None, :]
+    return age[:, :, None] < warmup[None, None, :]
+
+
+def _row_chunks(rows: tuple[int, int]) -> list[tuple[int, int]]:
+    """``rows`` split into consecutive ranges of at most :data:`ROW_CHUNK_BARS` bars."""
+    return [(lo, min(rows[1], lo + ROW_CHUNK_BARS)) for lo in range(rows[0], rows[1], ROW_CHUNK_BARS)]
+
+
+def fit_feature_stats(
+    raw: torch.Tensor, first_bar: torch.Tensor, specs: tuple[FeatureSpec, ...], train_rows: tuple[int, int]
+) -> FeatureStats:
+    """Mean and std of each per-asset feature over the warm cells of the train rows only.
+
+    Two passes (mean, then squared deviations) in row chunks, accumulated in float64.
+
+    Args:
+        raw: float32 ``(T, M, F)`` from :func:`raw_features`.
+        first_bar: int64 ``(M,)`` row of each symbol's first real bar.
+        specs: the ``F`` feature specs.
+        train_rows: ``(start, stop)`` bar range of the train segment (stop exclusive).
+
+    Raises:
+        DataError: a feature has no warm cell in the train rows (train segment too short).
+    """
+    per_asset = torch.tensor([s.per_asset for s in specs], device=raw.device)
+    count = torch.zeros(len(specs), dtype=torch.float64, device=raw.device)
+    total = torch.zeros_like(count)
+    for lo, hi in _row_chunks(train_rows):
+        warm = ~cold_mask(first_bar, (lo, hi), specs)
+        count += warm.sum(dim=(0, 1))
+        total += torch.where(warm, raw[lo:hi], 0.0).sum(dim=(0, 1))
+    empty = per_asset & (count == 0)
+    if empty.any():
+        spec = specs[int(torch.nonzero(empty)[0])]
+        raise DataError(
+            f"train segment has no bar where feature {spec.name} is warmed up (it needs "
+            f"{spec.warmup_bars} bars after a symbol's first bar); lengthen the train segment"
+        )
+    mean = total / count.clamp(min=1.0)
+    squares = torch.zeros_like(count)
+    for lo, hi in _row_chunks(train_rows):
+        warm = ~cold_mask(first_bar, (lo, hi), specs)
+        deviation = raw[lo:hi].to(torch.float64) - mean
+        squares += torch.where(warm, deviation.square_(), 0.0).sum(dim=(0, 1))
+    std = (squares / count.clamp(min=1.0)).sqrt()
+    usable = per_asset & torch.isfinite(std) & (std > 0)
+    return FeatureStats(
+        names=tuple(s.name for s in specs),
+        mean=torch.where(per_asset, mean, 0.0).to(torch.float32),
+        std=torch.where(usable, std, 1.0).to(torch.float32),
+    )
+
+
+def normalise_features_(
+    raw: torch.Tensor,
+    stats: FeatureStats,
+    first_bar: torch.Tensor,
+    specs: tuple[FeatureSpec, ...],
+    clip_sigmas: float,
+) -> torch.Tensor:
+    """Normalise ``raw`` ``(T, M, F)`` in place with ``stats``, clip, and neutralise cold cells.
+
+    Raises:
+        DataError: ``stats`` were fitted for other features.
+    """
+    names = tuple(s.name for s in specs)
+    if stats.names != names:
+        raise DataError(
+            f"feature statistics are for {', '.join(stats.names)}, not {', '.join(names)}; "
+            "refit them on this frequency's train segment"
+        )
+    per_asset = torch.tensor([s.per_asset for s in specs], device=raw.device)
+    bound = torch.where(per_asset, clip_sigmas, torch.inf).to(raw.dtype)
+    for lo, hi in _row_chunks((0, raw.shape[0])):
+        chunk = raw[lo:hi]
+        chunk.sub_(stats.mean).div_(stats.std).clamp_(-bound, bound)
+        chunk.masked_fill_(cold_mask(first_bar, (lo, hi), specs), 0.0)
+    return raw
+
+
+def build_features(
+    close: torch.Tensor,
+    volume: torch.Tensor,
+    first_bar: torch.Tensor,
+    phase: torch.Tensor,
+    freq: str,
+    train_rows: tuple[int, int],
+    *,
+    stats: FeatureStats | None = None,
+    clip_sigmas: float = CLIP_SIGMAS,
+) -> tuple[torch.Tensor, FeatureStats]:
+    """Causal, train-normalised features of aligned bars.
+
+    Args:
+        close: float32 ``(T, M)`` close prices (USD), positive.
+        volume: float32 ``(T, M)`` shares per bar.
+        first_bar: int64 ``(M,)`` row of each symbol's first real bar.
+        phase: ``(T,)`` clock angle in radians (:func:`bar_phase`).
+        freq: ``"1min"`` or ``"1d"``.
+        train_rows: ``(start, stop)`` rows of the train segment; statistics come from them only.
+        stats: statistics to reuse instead of fitting (e.g. a trained agent's, for new data).
+        clip_sigmas: normalised values are clipped to ``[-clip_sigmas, clip_sigmas]``.
+
+    Returns:
+        ``(features, stats)``: float32 ``(T, M, F)`` NaN-free features and the statistics used.
+    """
+    specs = feature_specs(freq)
+    raw = raw_features(close, volume, phase, freq)
+    first = first_bar.to(close.device)
+    used = fit_feature_stats(raw, first, specs, train_rows) if stats is None else stats.to(close.device)
+    return normalise_features_(raw, used, first, specs, clip_sigmas), used

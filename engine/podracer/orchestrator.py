@@ -181,7 +181,7 @@ class TournamentEvent:
             ``generation``, ``agent_config`` (and ``reason`` for ``snapshot``); ``pod_replaced``:
             ``reason``, ``by``; ``pod_crashed``: ``error``; ``pod_retired``: ``reason``;
             ``pool_resized``: ``old``, ``new``;
-            ``tournament_finished``: ``rounds``, ``best_score``.
+            ``tournament_finished``: ``rounds``, ``best_score``, ``budget_spent``.
     """
 
     kind: str
@@ -385,6 +385,9 @@ class Tournament:
     def run(self, on_event: EventCallback | None = None) -> TournamentResult:
         """Train until the budget is spent; returns the leaderboard and its history.
 
+        It also returns, budget left, when the backend reports 0 slots and no round is in flight;
+        calling ``run`` again (or :meth:`resume`) continues.
+
         Args:
             on_event: called in this thread with every :class:`TournamentEvent`.
         """
@@ -414,9 +417,15 @@ class Tournament:
                     self._fill_pool(in_flight, ready)
                     self._save_state()
                     self._remove_stale_pod_files()
-                self._finished = True
+                self._finished = not self._budget_left(0)
                 self._save_state()
-                self._emit("tournament_finished", None, rounds=self._progress.rounds, best_score=self._best())
+                self._emit(
+                    "tournament_finished",
+                    None,
+                    rounds=self._progress.rounds,
+                    best_score=self._best(),
+                    budget_spent=self._finished,
+                )
             finally:
                 for future in in_flight:
                     future.cancel()

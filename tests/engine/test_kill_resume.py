@@ -1,0 +1,85 @@
+"""Kill tests: a tournament SIGKILLed at random moments, ten times, resumes each time intact."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine._kill_child import KILL_TEST_CONFIG
+from engine._tournament_kit import Validation, make_agent, resume_tournament
+from podracer import Leaderboard, read_events
+from podracer.snapshot import load_snapshot
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+KILLS = 10
+KILL_SEED = 20261121
+MAX_DELAY_AFTER_FIRST_ROUND_S = 0.25
+"""Each kill lands at a uniform random moment up to this long after the child's first new round."""
+CHILD_PROGRESS_TIMEOUT_S = 120.0
+"""How long a child may take to import torch and finish a round before the test gives up."""
+POLL_S = 0.01
+SCORE_RTOL = 1e-5
+"""Re-evaluating a loaded snapshot may run with another torch thread count than the child did."""
+
+
+def _rounds_logged(run_dir: Path) -> int:
+    return sum(1 for event in read_events(run_dir) if event["kind"] == "round_finished")
+
+
+def _check_intact(run_dir: Path, validation: Validation) -> Leaderboard:
+    """The leaderboard opens, every snapshot loads and re-scores to its index score; the pool loads."""
+    board = Leaderboard.open(run_dir / "leaderboard")
+    board.verify()
+    for rank, entry in enumerate(board.entries):
+        agent = board.load_agent(rank, make_agent)
+        assert validation(agent.act) == pytest.approx(entry.score, rel=SCORE_RTOL)
+    state = json.loads((run_dir / "state.json").read_text())
+    for pod in state["pool"]:
+        load_snapshot(run_dir / "pods" / pod["snapshot_name"])
+    return board
+
+
+def test_sigkill_at_random_moments_never_loses_or_corrupts_the_leaderboard(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    rng = random.Random(KILL_SEED)
+    validation = Validation()
+    child_env = {**os.environ, "PYTHONPATH": str(TESTS_DIR)}
+    best_before, entries_before, kills = -float("inf"), 0, 0
+    for _ in range(KILLS):
+        rounds_before = _rounds_logged(run_dir)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "engine._kill_child", str(run_dir)], cwd=TESTS_DIR, env=child_env
+        )
+        deadline = time.monotonic() + CHILD_PROGRESS_TIMEOUT_S
+        while _rounds_logged(run_dir) <= rounds_before and child.poll() is None:
+            assert time.monotonic() < deadline, "the child made no progress"
+            time.sleep(POLL_S)
+        time.sleep(rng.uniform(0.0, MAX_DELAY_AFTER_FIRST_ROUND_S))
+        assert child.poll() is None, "the budget ran out before the kill; raise KILL_TEST_BUDGET_ROUNDS"
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        kills += 1
+        board = _check_intact(run_dir, validation)
+        scores = board.scores()
+        assert len(scores) >= entries_before
+        assert scores[0] >= best_before
+        best_before, entries_before = scores[0], len(scores)
+    assert kills == KILLS
+
+    result = resume_tournament(run_dir).run()
+    budget = KILL_TEST_CONFIG.budget_env_steps
+    assert budget is not None
+    assert result.env_steps >= budget
+    final = _check_intact(run_dir, validation)
+    assert final.scores()[0] >= best_before
+    assert sorted(p.name for p in (run_dir / "leaderboard").iterdir()) == sorted(
+        ["index.json", *(e.snapshot.name for e in final.entries)]
+    )

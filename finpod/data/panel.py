@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from finpod.data.features import FeatureStats
+
 SEGMENT_NAMES: tuple[str, ...] = ("train", "validation", "backtest")
 
 
@@ -34,6 +36,8 @@ class Panel:
         frequency: ``"1min"`` or ``"1d"``.
         benchmark_symbol: ticker of the market benchmark (e.g. QQQ) when the dataset has one.
         benchmark_close: float32 ``(T,)`` adjusted close of the benchmark, or ``None``.
+        feature_stats: the train-segment normalisation statistics the features were built with
+            (reuse them to build the same features on new bars), or ``None``.
     """
 
     timestamps_ns: np.ndarray
@@ -51,6 +55,7 @@ class Panel:
     frequency: str = "1min"
     benchmark_symbol: str | None = None
     benchmark_close: torch.Tensor | None = None
+    feature_stats: FeatureStats | None = None
 
     @property
     def num_bars(self) -> int:
@@ -107,4 +112,5 @@ class Panel:
             frequency=self.frequency,
             benchmark_symbol=self.benchmark_symbol,
             benchmark_close=bench,
+            feature_stats=None if self.feature_stats is None else self.feature_stats.to(dev),
         )

@@ -269,7 +269,7 @@ def _to_panel(
         bar_phase(grid.timestamps_ns, grid.session_ids, grid.session_open_ns, grid.frequency)
     )
     first_bar = torch.from_numpy(aligned.first_bar).to(device)
-    features, _ = build_features(
+    features, stats = build_features(
         close,
         volume,
         first_bar,
@@ -295,6 +295,7 @@ def _to_panel(
         frequency=grid.frequency,
         benchmark_symbol=benchmark_symbol,
         benchmark_close=benchmark_close,
+        feature_stats=stats,
     )
 
 

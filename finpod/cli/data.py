@@ -2,6 +2,172 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from finpod.data.alpaca_source import ALPACA_DATA_URL, DEFAULT_RETRY, fetch_bars, make_client
+from finpod.data.dataset_info import DatasetInfo, dataset_info
+from finpod.data.importers import import_paths
+from finpod.data.schema import FREQUENCIES
+from finpod.data.store import Manifest
+from finpod.data.synth import DEFAULT_START, write_synth_dataset
+from finpod.errors import SpecError
 
 app = typer.Typer(no_args_is_help=True)
+_console = Console(highlight=False, soft_wrap=True)
+
+
+def _frequency(value: str, flag: str) -> Literal["1min", "1d"]:
+    if value == "1min":
+        return "1min"
+    if value == "1d":
+        return "1d"
+    raise SpecError(f"{flag} {value!r}: finpod supports {', '.join(FREQUENCIES)}; pick one")
+
+
+def _date(value: str, flag: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise SpecError(f"{flag} {value!r} is not a date; write YYYY-MM-DD") from None
+
+
+def parse_column_map(text: str) -> dict[str, str]:
+    """``"Date=timestamp,Last=close"`` -> ``{"Date": "timestamp", "Last": "close"}``.
+
+    Raises:
+        SpecError: a pair is not ``old=new``.
+    """
+    mapping: dict[str, str] = {}
+    for pair in text.split(","):
+        old, sep, new = pair.partition("=")
+        if not sep or not old.strip() or not new.strip():
+            raise SpecError(
+                f"--column-map {pair!r}: write old=new pairs separated by commas, e.g. Date=timestamp"
+            )
+        mapping[old.strip()] = new.strip()
+    return mapping
+
+
+def _print_manifest(manifest: Manifest, out: Path) -> None:
+    _console.print(
+        f"wrote [bold]{out}[/]: {manifest.rows:,} {manifest.frequency} bars, "
+        f"{len(manifest.symbols)} symbols, {manifest.first_bar} .. {manifest.last_bar}, "
+        f"adjustment {manifest.adjustment}"
+    )
+    if manifest.repairs:
+        repairs = ", ".join(f"{name} {count:,}" for name, count in manifest.repairs.items())
+        _console.print(f"repairs: {repairs}")
+    for note in manifest.notes:
+        _console.print(f"note: {note}")
+
+
+@app.command("synth")
+def synth(
+    out: Annotated[Path, typer.Argument(help="Dataset folder to create.")],
+    symbols: Annotated[int, typer.Option("--symbols", help="Number of synthetic symbols (SYN000...).")],
+    days: Annotated[int, typer.Option("--days", help="Number of XNAS sessions.")],
+    freq: Annotated[str, typer.Option("--freq", help="1min or 1d.")],
+    seed: Annotated[int, typer.Option("--seed", help="Random seed; same seed, same bars.")],
+    start: Annotated[str, typer.Option("--start", help="First calendar date (YYYY-MM-DD).")] = DEFAULT_START,
+) -> None:
+    """Write the seeded synthetic market (documented weak alpha: see finpod.data.synth)."""
+    first = _date(start, "--start")
+    manifest = write_synth_dataset(out, symbols, days, _frequency(freq, "--freq"), seed, first.isoformat())
+    _print_manifest(manifest, out)
+
+
+@app.command("import")
+def import_(
+    paths: Annotated[list[Path], typer.Argument(help="Vendor files and/or folders of them.")],
+    out: Annotated[Path, typer.Option("--out", help="Dataset folder to create.")],
+    symbol: Annotated[
+        str | None, typer.Option("--symbol", help="Ticker instead of the file name's (one file).")
+    ] = None,
+    freq: Annotated[
+        str | None, typer.Option("--freq", help="1min or 1d, when the inputs hold several.")
+    ] = None,
+    column_map: str | None = typer.Option(
+        None, "--column-map", help="Renames, e.g. Date=timestamp,Last=close."
+    ),
+) -> None:
+    """Import vendor CSV/parquet files (formats detected from headers and names) into a dataset."""
+    manifest = import_paths(
+        paths,
+        out,
+        symbol=symbol,
+        freq=None if freq is None else _frequency(freq, "--freq"),
+        column_map=None if column_map is None else parse_column_map(column_map),
+    )
+    _print_manifest(manifest, out)
+
+
+@app.command("fetch")
+def fetch(
+    symbols: Annotated[str, typer.Option("--symbols", help="Tickers, comma separated (AAPL,MSFT).")],
+    start: Annotated[str, typer.Option("--start", help="First date, YYYY-MM-DD (New York).")],
+    end: Annotated[str, typer.Option("--end", help="Last date, YYYY-MM-DD, inclusive.")],
+    freq: Annotated[str, typer.Option("--freq", help="1min or 1d.")],
+    out: Annotated[Path, typer.Option("--out", help="Dataset folder to create.")],
+    cache: Annotated[
+        Path | None, typer.Option("--cache", help="Chunk cache folder [default: <OUT>.cache].")
+    ] = None,
+    data_url: Annotated[str, typer.Option("--data-url", help="Alpaca data API base URL.")] = ALPACA_DATA_URL,
+) -> None:
+    """Fetch split/dividend-adjusted Alpaca bars (keys from APCA_API_KEY_ID / APCA_API_SECRET_KEY)."""
+    frequency = _frequency(freq, "--freq")
+    first, last = _date(start, "--start"), _date(end, "--end")
+    client = make_client(os.environ, url=data_url, retry=DEFAULT_RETRY)
+    cache_dir = cache if cache is not None else out.with_name(f"{out.name}.cache")
+    report = fetch_bars(symbols.split(","), first, last, frequency, out, client=client, cache_dir=cache_dir)
+    _console.print(
+        f"chunks: {report.chunks_fetched} fetched, {report.chunks_cached} from cache ({cache_dir})"
+    )
+    _print_manifest(report.manifest, out)
+
+
+def _info_table(info: DatasetInfo) -> Table:
+    table = Table(title=f"dataset {info.path}", show_header=False)
+    shown = ", ".join(info.symbols[:12]) + (
+        f" ... ({len(info.symbols)} in all)" if len(info.symbols) > 12 else ""
+    )
+    rows = [
+        ("symbols", f"{len(info.symbols)}: {shown}"),
+        ("frequency", info.frequency),
+        ("first bar", info.first_bar),
+        ("last bar", info.last_bar),
+        ("bars", f"{info.bars:,}"),
+        ("calendar bars", f"{info.calendar_bars:,} ({info.calendar})"),
+        ("filled bars", f"{info.filled_bars:,}"),
+        ("off-calendar bars", f"{info.off_calendar_bars:,}"),
+        ("tradable share", f"{info.tradable_share:.1%}"),
+        ("adjustment", info.adjustment),
+        ("source", info.source),
+        ("repairs", ", ".join(f"{k} {v:,}" for k, v in info.repairs.items()) or "none"),
+        *(("note", note) for note in info.notes),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+@app.command("info")
+def info(
+    dataset: Annotated[Path, typer.Argument(help="Dataset folder.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object instead of a table.")
+    ] = False,
+) -> None:
+    """Symbols, frequency, first/last bar, bars, filled bars, tradable share, adjustment, repairs."""
+    summary = dataset_info(dataset)
+    if as_json:
+        typer.echo(json.dumps(summary.to_json_dict()))
+        return
+    _console.print(_info_table(summary))

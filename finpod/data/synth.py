@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Literal
 
 import numpy as np
@@ -43,7 +44,10 @@ import pandas as pd
 import pyarrow as pa
 
 from finpod.data.calendar import NS_PER_MINUTE
+from finpod.data.importers.common import ZERO_VOLUME_BARS
 from finpod.data.schema import BAR_COLUMNS
+from finpod.data.store import Manifest, write_dataset
+from finpod.data.validate import validate_bars
 from finpod.data.xnas_sessions import sessions_from
 from finpod.errors import SpecError
 
@@ -275,3 +279,43 @@ def synth_market(
         copy=False,
     )
     return frame.loc[:, list(BAR_COLUMNS)]
+
+
+def write_synth_dataset(
+    out: Path,
+    n_symbols: int,
+    n_days: int,
+    freq: Literal["1min", "1d"],
+    seed: int,
+    start: str = DEFAULT_START,
+) -> Manifest:
+    """Generate the synthetic market and write it as a dataset folder (see :func:`synth_market`).
+
+    Args:
+        out: the dataset folder to create (must not exist).
+        n_symbols: number of symbols.
+        n_days: number of XNAS sessions.
+        freq: ``"1min"`` or ``"1d"``.
+        seed: random seed.
+        start: first calendar date.
+
+    Returns:
+        The manifest; its notes name the seed and the alpha/drag symbols.
+    """
+    bars = synth_market(n_symbols, n_days, freq, seed, start)
+    report = validate_bars(bars, f"synthetic market seed {seed}")
+    alpha, drag = alpha_symbols(n_symbols), drag_symbols(n_symbols)
+    notes = [
+        f"synthetic market: seed {seed}, {n_symbols} symbols, {n_days} sessions from {start}, {freq}",
+        f"signal: {', '.join(alpha)} drift +{ALPHA_ANNUAL:.0%} a year (log) above the market",
+        f"signal: {', '.join(drag) or 'none'} drift -{ALPHA_ANNUAL:.0%} a year (log) below the market",
+    ]
+    return write_dataset(
+        bars,
+        out,
+        source="synthetic",
+        frequency=freq,
+        adjustment="synthetic",
+        repairs={ZERO_VOLUME_BARS: report.zero_volume_bars},
+        notes=notes,
+    )

@@ -1,0 +1,286 @@
+"""Alpaca historical bars into a dataset, through alpaca-py's ``StockHistoricalDataClient``.
+
+Bars are requested split- and dividend-adjusted (``Adjustment.ALL``), one request per symbol and
+chunk (a calendar month of minute bars, a calendar year of daily bars); alpaca-py follows
+``next_page_token`` until a chunk is complete. Every complete chunk is cached as parquet under
+``cache_dir/<SYMBOL>/<freq>_<first>_<last>.parquet`` (written atomically), so an interrupted fetch
+resumes where it stopped: cached chunks are not fetched again. Chunks that reach today or later are
+never cached (the day is not over).
+
+Keys come from ``APCA_API_KEY_ID`` and ``APCA_API_SECRET_KEY`` only and are never printed or logged.
+Retries: alpaca-py's REST client retries the status codes in its ``retry_exception_codes`` (429 and
+504 by default) ``retry_attempts`` times, ``retry_wait_seconds`` apart; ``StockHistoricalDataClient``
+does not expose those knobs, so :func:`make_client` sets them from a :class:`RetryPolicy` (429 and
+5xx by default). When retries run out the error is one line (:class:`BrokerError`).
+
+Minute bars come back as bar STARTS in UTC, including pre/post-market: those are dropped and counted
+(``outside_regular_hours_bars_dropped``). Daily bars are stamped at New York midnight by Alpaca and are
+moved to their session's open, like every daily bar in finpod.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+import numpy as np
+import pandas as pd
+import requests
+from alpaca.common.exceptions import APIError
+from alpaca.data.enums import Adjustment
+from alpaca.data.historical.stock import StockHistoricalDataClient
+from alpaca.data.models import BarSet
+from alpaca.data.requests import StockBarsRequest
+from alpaca.data.timeframe import TimeFrame
+
+from finpod.data import xnas_sessions
+from finpod.data.calendar import EXCHANGE_TIMEZONE
+from finpod.data.importers.common import OUTSIDE_REGULAR_HOURS, ZERO_VOLUME_BARS
+from finpod.data.schema import BAR_COLUMNS
+from finpod.data.store import Manifest, write_dataset
+from finpod.data.validate import validate_bars
+from finpod.errors import BrokerError, DataError, SpecError
+
+KEY_ID_VARIABLE: Final[str] = "APCA_API_KEY_ID"
+SECRET_KEY_VARIABLE: Final[str] = "APCA_API_SECRET_KEY"
+ALPACA_DATA_URL: Final[str] = "https://data.alpaca.markets"
+_HTTP_UNAUTHORIZED: Final[frozenset[int]] = frozenset({401, 403})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How alpaca-py retries a failed request.
+
+    Attributes:
+        attempts: retries after the first try (so ``attempts + 1`` requests at most).
+        wait_seconds: pause between tries, whole seconds.
+        status_codes: HTTP statuses that are retried.
+    """
+
+    attempts: int
+    wait_seconds: int
+    status_codes: tuple[int, ...]
+
+
+DEFAULT_RETRY: Final[RetryPolicy] = RetryPolicy(
+    attempts=5, wait_seconds=3, status_codes=(429, 500, 502, 503, 504)
+)
+
+
+@dataclass(frozen=True)
+class FetchReport:
+    """What :func:`fetch_bars` did.
+
+    Attributes:
+        manifest: the written dataset's manifest.
+        chunks_fetched: ``(symbol, chunk)`` requests sent to Alpaca.
+        chunks_cached: chunks read from the cache instead.
+    """
+
+    manifest: Manifest
+    chunks_fetched: int
+    chunks_cached: int
+
+
+def keys_from_env(env: Mapping[str, str]) -> tuple[str, str]:
+    """The Alpaca key id and secret from the environment.
+
+    Args:
+        env: the environment (``os.environ``).
+
+    Returns:
+        ``(key_id, secret_key)``.
+
+    Raises:
+        BrokerError: either variable is missing or empty (the message names both, never a value).
+    """
+    key_id, secret = env.get(KEY_ID_VARIABLE, ""), env.get(SECRET_KEY_VARIABLE, "")
+    if not key_id or not secret:
+        raise BrokerError(
+            f"Alpaca keys missing: set both {KEY_ID_VARIABLE} and {SECRET_KEY_VARIABLE} in the environment"
+        )
+    return key_id, secret
+
+
+def make_client(env: Mapping[str, str], *, url: str, retry: RetryPolicy) -> StockHistoricalDataClient:
+    """A ``StockHistoricalDataClient`` with keys from ``env`` and the given retry policy.
+
+    Args:
+        env: the environment holding the keys.
+        url: the data API base URL (:data:`ALPACA_DATA_URL`, or a local fake in tests).
+        retry: retry policy to install.
+
+    Returns:
+        The client.
+    """
+    key_id, secret = keys_from_env(env)
+    client = StockHistoricalDataClient(key_id, secret, url_override=url)
+    # The same fields RESTClient.__init__ fills from retry_attempts / retry_wait_seconds /
+    # retry_exception_codes, which this subclass does not forward.
+    client._retry = retry.attempts
+    client._retry_wait = retry.wait_seconds
+    client._retry_codes = list(retry.status_codes)
+    return client
+
+
+def chunk_ranges(start: dt.date, end: dt.date, freq: str) -> list[tuple[dt.date, dt.date]]:
+    """Inclusive date ranges covering ``start..end``: calendar months for ``1min``, years for ``1d``.
+
+    Args:
+        start: first date.
+        end: last date (inclusive).
+        freq: ``"1min"`` or ``"1d"``.
+
+    Returns:
+        ``(first, last)`` pairs in order, clipped to ``start..end``.
+    """
+    period = "MS" if freq == "1min" else "YS"
+    boundaries = pd.date_range(pd.Timestamp(start), pd.Timestamp(end), freq=period)
+    firsts = sorted({pd.Timestamp(start), *boundaries})
+    ranges = []
+    for index, first in enumerate(firsts):
+        last = firsts[index + 1] - pd.Timedelta(days=1) if index + 1 < len(firsts) else pd.Timestamp(end)
+        ranges.append((first.date(), last.date()))
+    return ranges
+
+
+def _new_york_midnight(day: dt.date) -> dt.datetime:
+    return pd.Timestamp(day).tz_localize(EXCHANGE_TIMEZONE).tz_convert("UTC").to_pydatetime()
+
+
+def _request_chunk(
+    client: StockHistoricalDataClient, symbol: str, freq: str, first: dt.date, last: dt.date
+) -> pd.DataFrame:
+    request = StockBarsRequest(
+        symbol_or_symbols=[symbol],
+        timeframe=TimeFrame.Minute if freq == "1min" else TimeFrame.Day,
+        start=_new_york_midnight(first),
+        end=_new_york_midnight(last + dt.timedelta(days=1)) - dt.timedelta(microseconds=1),
+        adjustment=Adjustment.ALL,
+    )
+    where = f"Alpaca bars for {symbol} {first}..{last}"
+    try:
+        result = client.get_stock_bars(request)
+    except APIError as err:
+        status = err.status_code
+        if status in _HTTP_UNAUTHORIZED:
+            raise BrokerError(
+                f"{where}: HTTP {status}, keys rejected; check {KEY_ID_VARIABLE} and {SECRET_KEY_VARIABLE}"
+            ) from None
+        raise BrokerError(
+            f"{where}: HTTP {status} after the client's retries ran out; wait and re-run "
+            "(fetched chunks are cached and will not be fetched again)"
+        ) from None
+    except requests.exceptions.RequestException as err:
+        raise BrokerError(
+            f"{where}: cannot reach the data API ({type(err).__name__}); check the network"
+        ) from None
+    bars = result.data.get(symbol, []) if isinstance(result, BarSet) else []
+    return pd.DataFrame(
+        {
+            "timestamp": pd.DatetimeIndex([bar.timestamp for bar in bars], tz="UTC").as_unit("ns"),
+            "symbol": pd.Series([symbol] * len(bars), dtype="str"),
+            "open": np.array([bar.open for bar in bars], dtype=np.float64),
+            "high": np.array([bar.high for bar in bars], dtype=np.float64),
+            "low": np.array([bar.low for bar in bars], dtype=np.float64),
+            "close": np.array([bar.close for bar in bars], dtype=np.float64),
+            "volume": np.array([bar.volume for bar in bars], dtype=np.float64),
+        }
+    )
+
+
+def _write_chunk(frame: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def _to_regular_bars(bars: pd.DataFrame, freq: str, repairs: dict[str, int]) -> pd.DataFrame:
+    """Minute bars: keep regular hours (count the rest); daily bars: stamp at the session open."""
+    stamps = pd.DatetimeIndex(bars["timestamp"]).as_unit("ns")
+    if freq == "1min":
+        inside = xnas_sessions.regular_hours_mask(stamps.asi8, "alpaca")
+        repairs[OUTSIDE_REGULAR_HOURS] = int((~inside).sum())
+        return bars.loc[inside].reset_index(drop=True)
+    days = stamps.tz_convert(EXCHANGE_TIMEZONE).tz_localize(None).normalize()
+    moved = bars.copy()
+    moved["timestamp"] = xnas_sessions.session_opens(days, "alpaca daily bars")
+    return moved
+
+
+def fetch_bars(
+    symbols: Sequence[str],
+    start: dt.date,
+    end: dt.date,
+    freq: Literal["1min", "1d"],
+    out: Path,
+    *,
+    client: StockHistoricalDataClient,
+    cache_dir: Path,
+) -> FetchReport:
+    """Fetch adjusted bars from Alpaca (cached, resumable) and write them as a dataset.
+
+    Args:
+        symbols: tickers to fetch.
+        start: first date (New York).
+        end: last date, inclusive.
+        freq: ``"1min"`` or ``"1d"``.
+        out: the dataset folder to create (must not exist).
+        client: an alpaca-py data client (see :func:`make_client`).
+        cache_dir: folder for the per-symbol, per-chunk parquet cache.
+
+    Returns:
+        A :class:`FetchReport` with the manifest and how many chunks were fetched or cached.
+
+    Raises:
+        SpecError: no symbols, or ``end`` before ``start``.
+        BrokerError: Alpaca refused or failed after retries.
+        DataError: a symbol has no bars in the window, or the bars are malformed.
+    """
+    tickers = [s.strip().upper() for s in symbols if s.strip()]
+    if not tickers:
+        raise SpecError("--symbols is empty; pass tickers like AAPL,MSFT")
+    if end < start:
+        raise SpecError(f"--end {end} is before --start {start}; swap them")
+    today = dt.datetime.now(dt.UTC).date()
+    frames: list[pd.DataFrame] = []
+    fetched = cached = 0
+    for symbol in tickers:
+        for first, last in chunk_ranges(start, end, freq):
+            path = cache_dir / symbol / f"{freq}_{first}_{last}.parquet"
+            if path.is_file():
+                frames.append(pd.read_parquet(path))
+                cached += 1
+                continue
+            frame = _request_chunk(client, symbol, freq, first, last)
+            fetched += 1
+            if last < today:
+                _write_chunk(frame, path)
+            frames.append(frame)
+    bars = pd.concat(frames, ignore_index=True).loc[:, list(BAR_COLUMNS)]
+    missing = sorted(set(tickers) - set(bars["symbol"].unique()))
+    if missing:
+        raise DataError(
+            f"alpaca: no {freq} bars for {', '.join(missing)} between {start} and {end}; "
+            "check the symbols and dates"
+        )
+    repairs: dict[str, int] = {}
+    bars = _to_regular_bars(bars, freq, repairs)
+    report = validate_bars(bars, "alpaca")
+    repairs[ZERO_VOLUME_BARS] = report.zero_volume_bars
+    manifest = write_dataset(
+        bars,
+        out,
+        source="alpaca",
+        frequency=freq,
+        adjustment="split+dividend",
+        repairs=dict(sorted(repairs.items())),
+        notes=[f"fetched {start}..{end} for {len(tickers)} symbols; cache {cache_dir}"],
+    )
+    return FetchReport(manifest, fetched, cached)

@@ -91,11 +91,11 @@ def build_market(panel: Panel, segment: str, config: EnvConfig, device: torch.de
     bars = torch.stack([fill, close, buy_cap, sell_cap], dim=1).to(device=device, dtype=torch.float32)
     num_bars = panel.num_bars
     features = panel.features.reshape(num_bars, -1).to(device=device, dtype=torch.float32).contiguous()
-    session_progress = torch.from_numpy(_session_progress(panel.session_ids)).to(device)
+    progress = torch.from_numpy(session_progress(panel.session_ids)).to(device)
     return Market(
         bars=bars.contiguous(),
         features=features,
-        session_progress=session_progress,
+        session_progress=progress,
         first_bar=start,
         last_bar=stop - 1,
         horizon_bars=horizon,
@@ -103,8 +103,11 @@ def build_market(panel: Panel, segment: str, config: EnvConfig, device: torch.de
     )
 
 
-def _session_progress(session_ids: np.ndarray) -> np.ndarray:
-    """Position of each bar in its session, in ``[0, 1]``: float32 ``(T,)`` from int64 ``(T,)`` ids."""
+def session_progress(session_ids: np.ndarray) -> np.ndarray:
+    """Position of each bar in its session, in ``[0, 1]``: float32 ``(T,)`` from int64 ``(T,)`` ids.
+
+    Bars of one session must be contiguous (as :class:`Panel` guarantees); a one-bar session gets 0.
+    """
     ids = np.asarray(session_ids, dtype=np.int64)
     bar_index = np.arange(ids.shape[0])
     is_first = np.ones(ids.shape[0], dtype=bool)

@@ -1,0 +1,240 @@
+"""``finpod bench env``: batched env steps per second and peak memory, beside a classic numpy env.
+
+Both envs trade the same seeded random panel with random target weights (so every step trades),
+under the default :class:`EnvConfig` (0.2% fee, volume cap at the bar's volume, fill at the next
+open, one-session horizon). The batched env runs ``N x K`` env steps after an untimed warm-up (and
+compilation, when asked); the numpy env, one portfolio with Python loops over the stocks, runs
+fewer steps. Random actions come from a small pool drawn before timing, so the timings are the
+env's, not a random-number generator's.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from finpod.bench.numpy_env import ClassicNumpyEnv
+from finpod.data.panel import Panel
+from finpod.env import EnvConfig, GraphedRollout, TradingEnv
+from finpod.errors import SpecError
+
+BARS_PER_SESSION = 390
+"""Regular-hours minutes of a full NASDAQ session: the synthetic panel's session length."""
+BAR_LOG_RETURN_STD = 0.001
+"""Per-bar log-return standard deviation of the synthetic prices."""
+INITIAL_PRICE_RANGE_USD = (20.0, 500.0)
+VOLUME_RANGE_SHARES = (1_000.0, 100_000.0)
+ACTION_POOL_SIZE = 8
+"""Distinct random action batches cycled through the timed steps."""
+GRAPH_STEPS = 32
+"""Env steps captured in one CUDA graph on a GPU."""
+KIB = 1024
+
+
+@dataclass(frozen=True)
+class EnvBenchResult:
+    """Throughput and memory of one benchmark run.
+
+    Attributes:
+        device: where the batched env ran.
+        num_envs, num_assets, num_features, obs_dim: ``N``, ``M``, ``F``, ``D``.
+        steps: timed steps ``K`` of the batched env (``N x K`` env steps).
+        torch_threads: ``torch.get_num_threads()`` during the run (CPU).
+        compiled: whether the step ran through ``torch.compile``.
+        cuda_graph: whether the steps ran as replays of a CUDA graph.
+        env_steps_per_second: ``N x K`` / timed wall seconds.
+        seconds: timed wall seconds of the batched env.
+        warmup_seconds: untimed warm-up (compilation included).
+        peak_memory_bytes: CUDA: ``torch.cuda.max_memory_allocated``; CPU: the process's peak
+            resident set (torch's own libraries included).
+        env_tensor_bytes: bytes of the env's market tables and state.
+        numpy_steps: steps of the classic numpy env.
+        numpy_steps_per_second: its env steps per second.
+        speedup: ``env_steps_per_second / numpy_steps_per_second``.
+    """
+
+    device: str
+    num_envs: int
+    num_assets: int
+    num_features: int
+    obs_dim: int
+    steps: int
+    torch_threads: int
+    compiled: bool
+    cuda_graph: bool
+    env_steps_per_second: float
+    seconds: float
+    warmup_seconds: float
+    peak_memory_bytes: int
+    env_tensor_bytes: int
+    numpy_steps: int
+    numpy_steps_per_second: float
+    speedup: float
+
+    def to_json_dict(self) -> dict[str, object]:
+        """The result as plain JSON values."""
+        return asdict(self)
+
+
+def random_walk_panel(num_sessions: int, num_assets: int, num_features: int, seed: int) -> Panel:
+    """A seeded CPU minute panel of log random-walk prices, random volumes and normal features.
+
+    Every cell is tradable; the whole panel is the ``train`` segment (``T = 390 x num_sessions``).
+    """
+    rng = np.random.default_rng(seed)
+    num_bars = BARS_PER_SESSION * num_sessions
+    first = rng.uniform(*INITIAL_PRICE_RANGE_USD, size=num_assets)
+    shape = (num_bars, num_assets)
+    close = np.exp(np.log(first) + np.cumsum(rng.normal(0.0, BAR_LOG_RETURN_STD, shape), axis=0))
+    open_ = np.vstack([first, close[:-1]]) * np.exp(rng.normal(0.0, BAR_LOG_RETURN_STD, shape))
+
+    def tensor(values: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32))
+
+    return Panel(
+        timestamps_ns=np.arange(num_bars, dtype=np.int64) * 60_000_000_000,
+        session_ids=np.arange(num_bars, dtype=np.int64) // BARS_PER_SESSION,
+        symbols=tuple(f"BENCH{i:03d}" for i in range(num_assets)),
+        open=tensor(open_),
+        high=tensor(np.maximum(open_, close)),
+        low=tensor(np.minimum(open_, close)),
+        close=tensor(close),
+        volume=tensor(rng.uniform(*VOLUME_RANGE_SHARES, size=shape)),
+        features=tensor(rng.standard_normal((num_bars, num_assets, num_features))),
+        feature_names=tuple(f"feature_{i}" for i in range(num_features)),
+        tradable=torch.ones(num_bars, num_assets, dtype=torch.bool),
+        segments={"train": (0, num_bars)},
+    )
+
+
+def resolve_device(name: str) -> torch.device:
+    """``cpu`` or ``cuda`` (``cuda:K``) as a device; a one-line error when it cannot be used here."""
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise SpecError(f"--device {name!r} is not a torch device; use cpu or cuda") from err
+    if device.type not in ("cpu", "cuda"):
+        raise SpecError(f"--device {name!r} is not supported; use cpu or cuda")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SpecError(f"--device {name!r}: this torch build sees no CUDA GPU; use --device cpu")
+    return device
+
+
+def _check_positive(**values: int) -> None:
+    for name, value in values.items():
+        if value < 1:
+            raise SpecError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _time_torch_env(
+    env: TradingEnv, steps: int, warmup_steps: int, seed: int
+) -> tuple[float, float, bool, int]:
+    """Timed seconds, warm-up seconds, whether a CUDA graph ran the steps, and the steps timed."""
+    generator = torch.Generator(device=env.device).manual_seed(seed)
+    shape = (ACTION_POOL_SIZE, env.num_envs, env.action_dim)
+    pool = torch.rand(shape, generator=generator, device=env.device)
+    began = time.perf_counter()
+    if env.device.type == "cuda":
+        graph = GraphedRollout(env, min(GRAPH_STEPS, steps))
+        graph.actions.copy_(pool[torch.arange(graph.actions.shape[0], device=env.device) % ACTION_POOL_SIZE])
+        replays = -(-steps // graph.actions.shape[0])
+        graph.replay()
+        _synchronize(env.device)
+        warmup = time.perf_counter() - began
+        began = time.perf_counter()
+        for _ in range(replays):
+            graph.replay()
+        _synchronize(env.device)
+        return time.perf_counter() - began, warmup, True, replays * graph.actions.shape[0]
+    for k in range(warmup_steps):
+        env.step(pool[k % ACTION_POOL_SIZE])
+    warmup = time.perf_counter() - began
+    began = time.perf_counter()
+    for k in range(steps):
+        env.step(pool[k % ACTION_POOL_SIZE])
+    return time.perf_counter() - began, warmup, False, steps
+
+
+def _time_numpy_env(panel: Panel, config: EnvConfig, steps: int, seed: int) -> float:
+    env = ClassicNumpyEnv(panel, "train", config, seed=seed)
+    rng = np.random.default_rng(seed)
+    pool = rng.random((ACTION_POOL_SIZE, panel.num_assets + 1))
+    began = time.perf_counter()
+    for k in range(steps):
+        env.step(pool[k % ACTION_POOL_SIZE])
+    return time.perf_counter() - began
+
+
+def run_env_bench(
+    num_envs: int,
+    num_assets: int,
+    num_features: int,
+    num_sessions: int,
+    steps: int,
+    warmup_steps: int,
+    numpy_steps: int,
+    device: torch.device,
+    compile_step: bool,
+    seed: int,
+) -> EnvBenchResult:
+    """Time the batched env and the classic numpy env on the same random panel.
+
+    Args:
+        num_envs: ``N`` batched envs.
+        num_assets: ``M`` assets.
+        num_features: ``F`` features per asset.
+        num_sessions: 390-bar sessions in the panel.
+        steps: timed batched steps ``K`` (rounded up to whole CUDA graphs on a GPU).
+        warmup_steps: untimed batched steps first (CPU; the GPU warms up with one graph replay).
+        numpy_steps: timed steps of the numpy env.
+        device: ``cpu`` or a CUDA device.
+        compile_step: run the batched step through ``torch.compile``.
+        seed: seeds panel, starts and actions.
+
+    Raises:
+        SpecError: a count is < 1, or the panel is too short for an episode.
+    """
+    _check_positive(envs=num_envs, assets=num_assets, features=num_features, sessions=num_sessions)
+    _check_positive(steps=steps, warmup_steps=warmup_steps, numpy_steps=numpy_steps)
+    config = EnvConfig(horizon_bars=BARS_PER_SESSION)
+    panel = random_walk_panel(num_sessions, num_assets, num_features, seed)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    env = TradingEnv(panel, "train", config, num_envs, seed, device=device, compile_step=compile_step)
+    seconds, warmup_seconds, graphed, timed_steps = _time_torch_env(env, steps, warmup_steps, seed)
+    numpy_seconds = _time_numpy_env(panel, config, numpy_steps, seed)
+    if device.type == "cuda":
+        peak = int(torch.cuda.max_memory_allocated(device))
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KIB
+    tensors = [*env.market[:3], *env.state]
+    env_steps_per_second = num_envs * timed_steps / seconds
+    numpy_steps_per_second = numpy_steps / numpy_seconds
+    return EnvBenchResult(
+        device=str(device),
+        num_envs=num_envs,
+        num_assets=num_assets,
+        num_features=num_features,
+        obs_dim=env.obs_dim,
+        steps=timed_steps,
+        torch_threads=torch.get_num_threads(),
+        compiled=compile_step,
+        cuda_graph=graphed,
+        env_steps_per_second=env_steps_per_second,
+        seconds=seconds,
+        warmup_seconds=warmup_seconds,
+        peak_memory_bytes=peak,
+        env_tensor_bytes=sum(t.element_size() * t.nelement() for t in tensors),
+        numpy_steps=numpy_steps,
+        numpy_steps_per_second=numpy_steps_per_second,
+        speedup=env_steps_per_second / numpy_steps_per_second,
+    )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -30,6 +30,7 @@ from finpod.data.calendar import EXCHANGE_TIMEZONE, NS_PER_MINUTE
 from finpod.data.importers import alphavantage, pooksoft, tabular
 from finpod.data.importers.common import (
     OUTSIDE_REGULAR_HOURS,
+    UNKNOWN_FREQUENCY,
     ZERO_VOLUME_BARS,
     LoadedFile,
     infer_frequency,
@@ -122,6 +123,11 @@ def _probe(path: Path, column_map: Mapping[str, str]) -> _Candidate:
         stamps = parse_timestamps(renamed["timestamp"], str(path), path.stem)
         symbols = renamed["symbol"] if "symbol" in renamed.columns else path.stem
         frequency = infer_frequency(pd.DataFrame({"timestamp": stamps, "symbol": symbols}))
+        dates_only = not isinstance(stamps.dtype, pd.DatetimeTZDtype) and bool(
+            (stamps == stamps.dt.normalize()).all()
+        )
+        if frequency == UNKNOWN_FREQUENCY and dates_only:
+            frequency = "1d"
         return _Candidate(path, "vendor", frequency, renamed)
     raise DataError(
         f"{path}: unknown format (columns {', '.join(map(str, frame.columns))}); "
@@ -131,6 +137,14 @@ def _probe(path: Path, column_map: Mapping[str, str]) -> _Candidate:
 
 def _select_frequency(candidates: list[_Candidate], freq: str | None) -> tuple[list[_Candidate], list[str]]:
     """Pick the files to import (one frequency) and describe the ones skipped."""
+    unknown = [c for c in candidates if c.frequency == UNKNOWN_FREQUENCY]
+    if unknown and freq is None:
+        raise DataError(
+            f"{unknown[0].path}: cannot tell the bar frequency (one bar per symbol); "
+            "pass --freq 1min or --freq 1d"
+        )
+    if unknown:
+        candidates = [replace(c, frequency=str(freq)) if c in unknown else c for c in candidates]
     counts = Counter(candidate.frequency for candidate in candidates)
     if freq is not None:
         chosen_freq = freq

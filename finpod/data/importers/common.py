@@ -16,6 +16,7 @@ CSV_HEADER_LINES: Final[int] = 1
 _NS_PER_MINUTE: Final[int] = 60_000_000_000
 _MINUTES_PER_DAY: Final[int] = 1440
 _DAYS_PER_WEEK: Final[int] = 7
+UNKNOWN_FREQUENCY: Final[str] = "unknown"
 REORDERED_ROWS: Final[str] = "reordered_rows"
 ZERO_VOLUME_BARS: Final[str] = "zero_volume_bars"
 OUTSIDE_REGULAR_HOURS: Final[str] = "outside_regular_hours_bars_dropped"
@@ -155,13 +156,13 @@ def infer_frequency(bars: pd.DataFrame) -> str:
         symbol has two distinct bars.
     """
     if not pd.api.types.is_datetime64_any_dtype(bars["timestamp"].dtype):
-        return "unknown"
+        return UNKNOWN_FREQUENCY
     ordered = bars.sort_values(["symbol", "timestamp"], kind="stable")
     stamps = ordered["timestamp"].to_numpy(dtype="datetime64[ns]").view(np.int64)
     codes, _ = pd.factorize(ordered["symbol"])
     steps = np.diff(stamps)[(codes[1:] == codes[:-1]) & (np.diff(stamps) > 0)]
     if steps.size == 0:
-        return "unknown"
+        return UNKNOWN_FREQUENCY
     minutes = int(steps.min() // _NS_PER_MINUTE)
     if minutes < _MINUTES_PER_DAY:
         return f"{minutes}min"

@@ -243,12 +243,19 @@ def _grid_rows(grid: CalendarGrid, stamps_ns: np.ndarray) -> tuple[np.ndarray, n
     return rows, inside
 
 
-def _raise_duplicate(flat: np.ndarray, stamps_ns: np.ndarray, codes: np.ndarray, names: np.ndarray) -> None:
+def _raise_duplicate(
+    flat: np.ndarray, stamps_ns: np.ndarray, codes: np.ndarray, names: np.ndarray, freq: str
+) -> None:
     """Name the first (symbol, bar) that appears twice."""
     order = np.argsort(flat, kind="stable")
     repeated = np.flatnonzero(flat[order][1:] == flat[order][:-1])
     row = order[repeated[0] + 1]
     when = pd.Timestamp(int(stamps_ns[row]), tz="UTC")
+    if freq == "1d":
+        raise DataError(
+            f"symbol {names[codes[row]]} has two daily bars in the session of {when.isoformat()}; "
+            "intraday bars need freq '1min', else drop the duplicate"
+        )
     raise DataError(
         f"symbol {names[codes[row]]} has two bars at {when.isoformat()}; "
         "drop the duplicate (re-import the dataset to repair it)"
@@ -324,7 +331,7 @@ def align(
     real = real_cell[:trash].reshape(num_rows, num_cols)
     real_count = int(np.count_nonzero(real))
     if real_count != int(np.count_nonzero(placed)):
-        _raise_duplicate(flat[placed], stamps_ns[placed], codes[placed], names)
+        _raise_duplicate(flat[placed], stamps_ns[placed], codes[placed], names, freq)
     del flat, placed, stamps_ns, codes
     _check_prices(arrays, real, grid, columns)
 

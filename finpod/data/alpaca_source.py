@@ -210,7 +210,7 @@ def _to_regular_bars(bars: pd.DataFrame, freq: str, repairs: dict[str, int]) -> 
         return bars.loc[inside].reset_index(drop=True)
     days = stamps.tz_convert(EXCHANGE_TIMEZONE).tz_localize(None).normalize()
     moved = bars.copy()
-    moved["timestamp"] = xnas_sessions.session_opens(days, "alpaca daily bars")
+    moved["timestamp"] = xnas_sessions.session_opens(days, bars["symbol"].tolist(), "alpaca daily bars")
     return moved
 
 

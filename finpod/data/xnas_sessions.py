@@ -7,6 +7,7 @@ Times are int64 UTC nanoseconds or tz-aware UTC; everything is vectorised.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
@@ -62,11 +63,12 @@ def _daily_grid(first: pd.Timestamp, last: pd.Timestamp, source: str) -> Calenda
         raise DataError(f"{source}: {err}") from None
 
 
-def session_opens(dates: pd.DatetimeIndex, source: str) -> pd.DatetimeIndex:
+def session_opens(dates: pd.DatetimeIndex, symbols: Sequence[str], source: str) -> pd.DatetimeIndex:
     """Map session dates to their market open (the bar START of a daily bar), in UTC.
 
     Args:
         dates: tz-naive dates, one per daily bar.
+        symbols: the ticker of each bar, for the error message.
         source: file name for the error message.
 
     Returns:
@@ -82,10 +84,10 @@ def session_opens(dates: pd.DatetimeIndex, source: str) -> pd.DatetimeIndex:
     index = np.clip(np.searchsorted(session_days, wanted), 0, len(session_days) - 1)
     missing = np.flatnonzero(session_days[index] != wanted)
     if missing.size:
-        bad_day = days[int(missing[0])].date()
+        row = int(missing[0])
         more = f" (and {missing.size - 1} more)" if missing.size > 1 else ""
         raise DataError(
-            f"{source}: {bad_day}: not an XNAS trading session{more}; "
+            f"{source}: {symbols[row]} {days[row].date()}: not an XNAS trading session{more}; "
             "daily bars must fall on NASDAQ trading days; drop that row"
         )
     return pd.DatetimeIndex(grid.session_open_ns[index].astype("datetime64[ns]")).tz_localize("UTC")

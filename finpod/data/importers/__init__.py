@@ -116,6 +116,7 @@ def _probe(path: Path, column_map: Mapping[str, str]) -> _Candidate:
         return _Candidate(path, "pooksoft", "1d", frame)
     if tabular.is_bar_schema([str(name) for name in frame.columns]):
         loaded = tabular.read_bar_schema(frame, path)
+        validate_bars(loaded.bars, str(path))
         return _Candidate(path, "bars", loaded.frequency, frame)
     mapping = tabular.canonical_columns([str(name) for name in frame.columns])
     if set(mapping.values()) >= tabular.VENDOR_REQUIRED:
@@ -220,7 +221,7 @@ def _check_timestamps(loaded: LoadedFile) -> pd.DataFrame:
             return bars.loc[inside].reset_index(drop=True)
         return bars
     dates = stamps.tz_convert(EXCHANGE_TIMEZONE).tz_localize(None).normalize()
-    opens_ns = xnas_sessions.session_opens(dates, source).as_unit("ns").asi8
+    opens_ns = xnas_sessions.session_opens(dates, bars["symbol"].tolist(), source).as_unit("ns").asi8
     off_open = np.flatnonzero(opens_ns != stamps_ns)
     if off_open.size:
         row = int(off_open[0])

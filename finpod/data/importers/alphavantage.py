@@ -78,7 +78,7 @@ def read_alphavantage(frame: pd.DataFrame, path: Path, frequency: str, symbol: s
             "rename the datetime column to timestamp to import them as bar starts"
         )
     if frequency == "1d":
-        starts = session_opens(pd.DatetimeIndex(stamps), str(path))
+        starts = session_opens(pd.DatetimeIndex(stamps), [symbol] * len(stamps), str(path))
     else:
         minutes = int(frequency.removesuffix("min"))
         try:

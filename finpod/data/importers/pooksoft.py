@@ -76,7 +76,7 @@ def read_pooksoft(frame: pd.DataFrame, path: Path, symbol: str) -> LoadedFile:
         )
     raw_bars = pd.DataFrame(
         {
-            "timestamp": session_opens(pd.DatetimeIndex(dates), source),
+            "timestamp": session_opens(pd.DatetimeIndex(dates), [symbol] * len(dates), source),
             "symbol": symbol,
             **{name: raw[name] for name in ("open", "high", "low", "close", "volume")},
         }

@@ -82,15 +82,15 @@ def is_bar_schema(columns: list[str]) -> bool:
     return set(columns) == set(BAR_COLUMNS)
 
 
-def _daily_or_zoned(stamps: pd.Series, source: str, symbol: str) -> tuple[pd.DatetimeIndex, bool]:
+def _daily_or_zoned(stamps: pd.Series, symbols: pd.Series, source: str) -> tuple[pd.DatetimeIndex, bool]:
     """UTC bar starts and whether they came from dates (daily bars at the session open)."""
     index = pd.DatetimeIndex(stamps)
     if index.tz is not None:
         return index.tz_convert("UTC"), False
     if (index == index.normalize()).all():
-        return session_opens(index, source), True
+        return session_opens(index, symbols.astype("str").tolist(), source), True
     raise DataError(
-        f"{source}: {symbol} {index[0]}: naive timestamps (no time zone) with times of day; "
+        f"{source}: {symbols.iloc[0]} {index[0]}: naive timestamps (no time zone) with times of day; "
         "write them with a UTC offset, e.g. 2019-02-11T14:30:00+00:00"
     )
 
@@ -124,7 +124,7 @@ def read_vendor(frame: pd.DataFrame, path: Path, symbol: str) -> LoadedFile:
     """
     source = str(path)
     symbols = frame["symbol"] if "symbol" in frame.columns else pd.Series(symbol, index=frame.index)
-    starts, _ = _daily_or_zoned(parse_timestamps(frame["timestamp"], source, symbol), source, symbol)
+    starts, _ = _daily_or_zoned(parse_timestamps(frame["timestamp"], source, symbol), symbols, source)
     bars = pd.DataFrame(
         {
             "timestamp": starts,

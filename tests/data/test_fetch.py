@@ -1,0 +1,209 @@
+"""Alpaca fetch through the REAL alpaca-py client against the fake data server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from fakes.alpaca_server import EXPECTED_HEADERS, FakeAlpacaServer
+from finpod.data.alpaca_source import RetryPolicy, fetch_bars, keys_from_env, make_client
+from finpod.data.store import read_dataset
+from finpod.data.synth import synth_market
+from finpod.errors import BrokerError, DataError
+
+KEY_ID = "test-key-id-123"
+SECRET = "test-secret-456"
+ENV = {"APCA_API_KEY_ID": KEY_ID, "APCA_API_SECRET_KEY": SECRET}
+NO_WAIT = RetryPolicy(attempts=2, wait_seconds=0, status_codes=(429, 500, 502, 503, 504))
+START, END = dt.date(2021, 1, 28), dt.date(2021, 2, 2)
+PAGE_SIZE = 500
+SUCCESSFUL_PAGES = 8
+"""2 symbols x 2 monthly chunks x 2 pages (two 390-bar sessions per chunk, 500 bars a page)."""
+
+
+def alpaca_json_bars(bars: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """Bar-schema rows as Alpaca's JSON bars per symbol (``t`` = bar start, ISO UTC)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for symbol, group in bars.groupby("symbol"):
+        out[str(symbol)] = [
+            {
+                "t": row.timestamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "o": row.open,
+                "h": row.high,
+                "l": row.low,
+                "c": row.close,
+                "v": row.volume,
+                "n": 10,
+                "vw": row.close,
+            }
+            for row in group.itertuples()
+        ]
+    return out
+
+
+@pytest.fixture(scope="module")
+def minute_bars() -> pd.DataFrame:
+    """Two symbols, four sessions across a month boundary (two chunks each), regular hours."""
+    return synth_market(2, 4, "1min", seed=9, start=START.isoformat())
+
+
+@pytest.fixture
+def server(minute_bars: pd.DataFrame) -> Iterator[FakeAlpacaServer]:
+    with FakeAlpacaServer(key_id=KEY_ID, secret_key=SECRET, page_size=PAGE_SIZE) as fake:
+        for symbol, rows in alpaca_json_bars(minute_bars).items():
+            fake.add_bars("1Min", symbol, rows)
+        yield fake
+
+
+def _fetch(server: FakeAlpacaServer, tmp_path: Path, out_name: str = "ds") -> Any:
+    client = make_client(ENV, url=server.url, retry=NO_WAIT)
+    symbols = ["SYN000", "SYN001"]
+    return fetch_bars(
+        symbols, START, END, "1min", tmp_path / out_name, client=client, cache_dir=tmp_path / "cache"
+    )
+
+
+def test_paginated_fetch_writes_the_bars(
+    server: FakeAlpacaServer, minute_bars: pd.DataFrame, tmp_path: Path
+) -> None:
+    report = _fetch(server, tmp_path)
+    bars, manifest = read_dataset(tmp_path / "ds")
+    pd.testing.assert_frame_equal(bars, minute_bars, check_dtype=False)
+    assert manifest.source == "alpaca"
+    assert manifest.adjustment == "split+dividend"
+    assert report.chunks_fetched == 4
+    assert report.chunks_cached == 0
+    requests = server.bar_requests()
+    assert len(requests) == SUCCESSFUL_PAGES
+    assert any(r.query.get("page_token") for r in requests)
+    assert {r.query["adjustment"] for r in requests} == {"all"}
+    assert {r.query["timeframe"] for r in requests} == {"1Min"}
+    for request in requests:
+        assert {name.lower() for name in request.headers} <= EXPECTED_HEADERS
+        assert request.headers["Apca-Api-Key-Id"] == KEY_ID
+
+
+def test_rerun_uses_the_cache(server: FakeAlpacaServer, tmp_path: Path) -> None:
+    _fetch(server, tmp_path, "first")
+    before = len(server.bar_requests())
+    report = _fetch(server, tmp_path, "second")
+    assert len(server.bar_requests()) == before
+    assert report.chunks_cached == 4
+    assert report.chunks_fetched == 0
+    first, _ = read_dataset(tmp_path / "first")
+    second, _ = read_dataset(tmp_path / "second")
+    pd.testing.assert_frame_equal(first, second)
+
+
+def test_interrupted_fetch_resumes_where_it_stopped(server: FakeAlpacaServer, tmp_path: Path) -> None:
+    """Chunks fetched before a failure are cached; the re-run fetches only the rest."""
+    client = make_client(
+        ENV, url=server.url, retry=RetryPolicy(attempts=1, wait_seconds=0, status_codes=(429,))
+    )
+    # A first run caches SYN000's two chunks; the next run dies on SYN001 (500, not retried here).
+    fetch_bars(["SYN000"], START, END, "1min", tmp_path / "part", client=client, cache_dir=tmp_path / "cache")
+    server.fail_next(500, 1)
+    with pytest.raises(BrokerError, match="HTTP 500"):
+        fetch_bars(
+            ["SYN000", "SYN001"],
+            START,
+            END,
+            "1min",
+            tmp_path / "ds",
+            client=client,
+            cache_dir=tmp_path / "cache",
+        )
+    assert not (tmp_path / "ds").exists()
+    report = fetch_bars(
+        ["SYN000", "SYN001"], START, END, "1min", tmp_path / "ds", client=client, cache_dir=tmp_path / "cache"
+    )
+    assert report.chunks_cached == 2
+    assert report.chunks_fetched == 2
+
+
+@pytest.mark.parametrize("status", [429, 500])
+def test_transient_errors_recover_within_retries(
+    server: FakeAlpacaServer, tmp_path: Path, status: int
+) -> None:
+    server.fail_next(status, NO_WAIT.attempts)
+    report = _fetch(server, tmp_path)
+    assert report.manifest.rows == 2 * 4 * 390
+    assert len(server.bar_requests()) == NO_WAIT.attempts + SUCCESSFUL_PAGES
+
+
+@pytest.mark.parametrize("status", [429, 500])
+def test_retries_running_out_is_one_line(server: FakeAlpacaServer, tmp_path: Path, status: int) -> None:
+    server.fail_next(status, NO_WAIT.attempts + 1)
+    with pytest.raises(BrokerError) as caught:
+        _fetch(server, tmp_path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"HTTP {status} after the client's retries ran out" in message
+    assert "SYN000 2021-01-28..2021-01-31" in message
+    assert KEY_ID not in message
+    assert SECRET not in message
+    assert len(server.bar_requests()) == NO_WAIT.attempts + 1
+
+
+def test_rejected_keys_name_the_variables(server: FakeAlpacaServer, tmp_path: Path) -> None:
+    client = make_client(
+        {"APCA_API_KEY_ID": "wrong", "APCA_API_SECRET_KEY": "nope"}, url=server.url, retry=NO_WAIT
+    )
+    with pytest.raises(
+        BrokerError, match="HTTP 401, keys rejected; check APCA_API_KEY_ID and APCA_API_SECRET_KEY"
+    ):
+        fetch_bars(
+            ["SYN000"], START, END, "1min", tmp_path / "ds", client=client, cache_dir=tmp_path / "cache"
+        )
+
+
+@pytest.mark.parametrize("env", [{}, {"APCA_API_KEY_ID": KEY_ID}, {"APCA_API_SECRET_KEY": SECRET}])
+def test_missing_keys_name_both_variables(env: dict[str, str]) -> None:
+    with pytest.raises(BrokerError, match="set both APCA_API_KEY_ID and APCA_API_SECRET_KEY"):
+        keys_from_env(env)
+
+
+def test_extended_hours_dropped_and_counted(minute_bars: pd.DataFrame, tmp_path: Path) -> None:
+    pre_market = minute_bars.iloc[:3].assign(
+        timestamp=minute_bars["timestamp"].iloc[:3] - pd.Timedelta(hours=1)
+    )
+    with FakeAlpacaServer(key_id=KEY_ID, secret_key=SECRET) as fake:
+        for symbol, rows in alpaca_json_bars(pd.concat([pre_market, minute_bars])).items():
+            fake.add_bars("1Min", symbol, sorted(rows, key=lambda bar: bar["t"]))
+        report = _fetch(fake, tmp_path)
+    assert report.manifest.repairs["outside_regular_hours_bars_dropped"] == 3
+    assert report.manifest.rows == len(minute_bars)
+
+
+def test_daily_bars_move_to_the_session_open(tmp_path: Path) -> None:
+    """Alpaca stamps daily bars at New York midnight; finpod stamps them at the open."""
+    daily = synth_market(1, 3, "1d", seed=1, start="2021-03-12")
+    midnight = daily.assign(
+        timestamp=daily["timestamp"].dt.tz_convert("America/New_York").dt.normalize().dt.tz_convert("UTC")
+    )
+    with FakeAlpacaServer(key_id=KEY_ID, secret_key=SECRET) as fake:
+        fake.add_bars("1Day", "SYN000", alpaca_json_bars(midnight)["SYN000"])
+        client = make_client(ENV, url=fake.url, retry=NO_WAIT)
+        fetch_bars(
+            ["SYN000"],
+            dt.date(2021, 3, 12),
+            dt.date(2021, 3, 16),
+            "1d",
+            tmp_path / "ds",
+            client=client,
+            cache_dir=tmp_path / "cache",
+        )
+        assert {r.query["timeframe"] for r in fake.bar_requests()} == {"1Day"}
+    bars, _ = read_dataset(tmp_path / "ds")
+    pd.testing.assert_series_equal(bars["timestamp"], daily["timestamp"], check_dtype=False)
+
+
+def test_symbol_without_bars_is_an_error(server: FakeAlpacaServer, tmp_path: Path) -> None:
+    client = make_client(ENV, url=server.url, retry=NO_WAIT)
+    with pytest.raises(DataError, match="no 1min bars for NOPE between 2021-01-28 and 2021-02-02"):
+        fetch_bars(["NOPE"], START, END, "1min", tmp_path / "ds", client=client, cache_dir=tmp_path / "cache")

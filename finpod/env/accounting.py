@@ -49,8 +49,7 @@ def weights_to_orders(
     total = scores.sum(dim=1)
     equity_usd = cash_usd + (shares * fill_price).sum(dim=1)
     usd_per_score = torch.where(total > 0.0, equity_usd / total, torch.zeros_like(total))
-    target_shares = scores[:, 1:] * usd_per_score.unsqueeze(1) / fill_price
-    return target_shares - shares
+    return (scores[:, 1:] * usd_per_score.unsqueeze(1)).div_(fill_price).sub_(shares)
 
 
 def share_delta_to_orders(actions: torch.Tensor, max_shares: float) -> torch.Tensor:
@@ -90,13 +89,13 @@ def execute_orders(
     """
     half_spread = config.half_spread_fraction
     fee_rate = config.fee_rate
-    orders = torch.maximum(orders, -shares)
-    orders = torch.minimum(torch.maximum(orders, -sell_limit_shares), buy_limit_shares)
+    most_sold = torch.minimum(shares, sell_limit_shares).neg_()
+    orders = torch.clamp(orders, min=most_sold, max=buy_limit_shares)
     if config.whole_shares:
         orders = orders.trunc()
     sells = orders.clamp(max=0.0)
     buys = orders.clamp(min=0.0)
-    sell_usd_at_fill = -(sells * fill_price).sum(dim=1)
+    sell_usd_at_fill = (sells * fill_price).sum(dim=1).neg_()
     sell_exec_usd = sell_usd_at_fill * (1.0 - half_spread)
     cash_after_sells_usd = cash_usd + sell_exec_usd * (1.0 - fee_rate)
     buy_usd_at_fill = (buys * fill_price).sum(dim=1)
@@ -105,7 +104,7 @@ def execute_orders(
     buy_scale = torch.where(
         short_of_cash, cash_after_sells_usd / buy_need_usd.clamp(min=torch.finfo(torch.float32).tiny), 1.0
     )
-    buys = buys * buy_scale.unsqueeze(1)
+    buys = buys.mul_(buy_scale.unsqueeze(1))
     if config.whole_shares:
         buys = buys.floor()
         buy_usd_at_fill = (buys * fill_price).sum(dim=1)
@@ -113,7 +112,7 @@ def execute_orders(
         buy_usd_at_fill = buy_usd_at_fill * buy_scale
     buy_exec_usd = buy_usd_at_fill * (1.0 + half_spread)
     new_cash_usd = (cash_after_sells_usd - buy_exec_usd * (1.0 + fee_rate)).clamp(min=0.0)
-    new_shares = (shares + sells + buys).clamp(min=0.0)
+    new_shares = (shares + sells).add_(buys).clamp_(min=0.0)
     traded_usd = sell_exec_usd + buy_exec_usd
     spread_usd = (sell_usd_at_fill + buy_usd_at_fill) * half_spread
     cost_usd = spread_usd + traded_usd * fee_rate

@@ -61,8 +61,7 @@ def observe(market: Market, state: EnvState) -> torch.Tensor:
     close = market.bars[:, CLOSE_ROW].index_select(0, state.t)
     return build_observation(
         features=market.features.index_select(0, state.t),
-        shares=state.shares,
-        close=close,
+        holdings_usd=state.shares * close,
         cash_usd=state.cash_usd,
         equity_usd=state.equity_usd,
         episode_progress=_episode_progress(state.t, state.start, state.end),
@@ -102,13 +101,13 @@ def step(
         sell_limit_shares=bar[:, SELL_CAP_ROW],
         config=config,
     )
-    equity_usd = fills.cash_usd + (fills.shares * close).sum(dim=1)
+    holdings_usd = fills.shares * close
+    equity_usd = fills.cash_usd + holdings_usd.sum(dim=1)
     reward = step_reward(state.equity_usd, equity_usd, config)
     truncated = next_bar >= state.end
     final_obs = build_observation(
         features=market.features.index_select(0, next_bar),
-        shares=fills.shares,
-        close=close,
+        holdings_usd=holdings_usd,
         cash_usd=fills.cash_usd,
         equity_usd=equity_usd,
         episode_progress=_episode_progress(next_bar, state.start, state.end),
@@ -118,8 +117,7 @@ def step(
     new_state = restart_where(market, stepped, truncated, config.initial_cash_usd)
     reset_obs = build_observation(
         features=market.features.index_select(0, new_state.t),
-        shares=new_state.shares,
-        close=close,
+        holdings_usd=torch.where(truncated.unsqueeze(1), 0.0, holdings_usd),
         cash_usd=new_state.cash_usd,
         equity_usd=new_state.equity_usd,
         episode_progress=_episode_progress(new_state.t, new_state.start, new_state.end),

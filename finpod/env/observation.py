@@ -21,8 +21,7 @@ def observation_size(num_assets: int, num_features: int) -> int:
 
 def build_observation(
     features: torch.Tensor,
-    shares: torch.Tensor,
-    close: torch.Tensor,
+    holdings_usd: torch.Tensor,
     cash_usd: torch.Tensor,
     equity_usd: torch.Tensor,
     episode_progress: torch.Tensor,
@@ -32,8 +31,7 @@ def build_observation(
 
     Args:
         features: ``(N, M * F)`` features of the observed bar.
-        shares: ``(N, M)`` holdings.
-        close: ``(N, M)`` close of the observed bar (USD/share).
+        holdings_usd: ``(N, M)`` value of each holding at the observed bar's close (shares x close).
         cash_usd: ``(N,)`` cash.
         equity_usd: ``(N,)`` equity at the observed bar's close (USD, > 0).
         episode_progress: ``(N,)`` steps taken / episode length, in ``[0, 1]``.
@@ -43,7 +41,7 @@ def build_observation(
     return torch.cat(
         [
             features,
-            shares * close * inverse_equity,
+            holdings_usd * inverse_equity,
             cash_usd.unsqueeze(1) * inverse_equity,
             episode_progress.unsqueeze(1),
             session_progress.unsqueeze(1),

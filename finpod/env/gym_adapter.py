@@ -46,8 +46,7 @@ class TorchVectorEnv(VectorEnv):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[torch.Tensor, dict[str, Any]]:
         """Restart every env (re-seeded when ``seed`` is given), or the masked ones (see module doc)."""
-        if seed is not None:
-            self._np_random_seed = seed
+        super().reset(seed=seed)
         if options and RESET_MASK_OPTION in options:
             mask = torch.as_tensor(options[RESET_MASK_OPTION], dtype=torch.bool, device=self.env.device)
             return self.env.reset_envs(mask), {"bar_index": self.env.bar_index}

@@ -5,13 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest
 
-from fakes.alpaca_server import EXPECTED_HEADERS, FakeAlpacaServer
-from finpod.data.alpaca_source import RetryPolicy, fetch_bars, keys_from_env, make_client
+from fakes.alpaca_server import EXPECTED_HEADERS, FakeAlpacaServer, bars_to_alpaca_json
+from finpod.data.alpaca_source import FetchReport, RetryPolicy, fetch_bars, keys_from_env, make_client
 from finpod.data.store import read_dataset
 from finpod.data.synth import synth_market
 from finpod.errors import BrokerError, DataError
@@ -26,26 +25,6 @@ SUCCESSFUL_PAGES = 8
 """2 symbols x 2 monthly chunks x 2 pages (two 390-bar sessions per chunk, 500 bars a page)."""
 
 
-def alpaca_json_bars(bars: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
-    """Bar-schema rows as Alpaca's JSON bars per symbol (``t`` = bar start, ISO UTC)."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for symbol, group in bars.groupby("symbol"):
-        out[str(symbol)] = [
-            {
-                "t": row.timestamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "o": row.open,
-                "h": row.high,
-                "l": row.low,
-                "c": row.close,
-                "v": row.volume,
-                "n": 10,
-                "vw": row.close,
-            }
-            for row in group.itertuples()
-        ]
-    return out
-
-
 @pytest.fixture(scope="module")
 def minute_bars() -> pd.DataFrame:
     """Two symbols, four sessions across a month boundary (two chunks each), regular hours."""
@@ -55,12 +34,12 @@ def minute_bars() -> pd.DataFrame:
 @pytest.fixture
 def server(minute_bars: pd.DataFrame) -> Iterator[FakeAlpacaServer]:
     with FakeAlpacaServer(key_id=KEY_ID, secret_key=SECRET, page_size=PAGE_SIZE) as fake:
-        for symbol, rows in alpaca_json_bars(minute_bars).items():
+        for symbol, rows in bars_to_alpaca_json(minute_bars).items():
             fake.add_bars("1Min", symbol, rows)
         yield fake
 
 
-def _fetch(server: FakeAlpacaServer, tmp_path: Path, out_name: str = "ds") -> Any:
+def _fetch(server: FakeAlpacaServer, tmp_path: Path, out_name: str = "ds") -> FetchReport:
     client = make_client(ENV, url=server.url, retry=NO_WAIT)
     symbols = ["SYN000", "SYN001"]
     return fetch_bars(
@@ -173,7 +152,7 @@ def test_extended_hours_dropped_and_counted(minute_bars: pd.DataFrame, tmp_path:
         timestamp=minute_bars["timestamp"].iloc[:3] - pd.Timedelta(hours=1)
     )
     with FakeAlpacaServer(key_id=KEY_ID, secret_key=SECRET) as fake:
-        for symbol, rows in alpaca_json_bars(pd.concat([pre_market, minute_bars])).items():
+        for symbol, rows in bars_to_alpaca_json(pd.concat([pre_market, minute_bars])).items():
             fake.add_bars("1Min", symbol, sorted(rows, key=lambda bar: bar["t"]))
         report = _fetch(fake, tmp_path)
     assert report.manifest.repairs["outside_regular_hours_bars_dropped"] == 3
@@ -187,7 +166,7 @@ def test_daily_bars_move_to_the_session_open(tmp_path: Path) -> None:
         timestamp=daily["timestamp"].dt.tz_convert("America/New_York").dt.normalize().dt.tz_convert("UTC")
     )
     with FakeAlpacaServer(key_id=KEY_ID, secret_key=SECRET) as fake:
-        fake.add_bars("1Day", "SYN000", alpaca_json_bars(midnight)["SYN000"])
+        fake.add_bars("1Day", "SYN000", bars_to_alpaca_json(midnight)["SYN000"])
         client = make_client(ENV, url=fake.url, retry=NO_WAIT)
         fetch_bars(
             ["SYN000"],

@@ -25,6 +25,8 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 Handler = Callable[[Request], Response]
+TRADES_PER_BAR = 10
+"""``n`` (trade count) of the bars made by :func:`bars_to_alpaca_json`; alpaca-py requires the field."""
 AUTH_HEADERS = ("APCA-API-KEY-ID", "APCA-API-SECRET-KEY")
 EXPECTED_HEADERS = frozenset(
     {"host", "user-agent", "accept-encoding", "accept", "connection", *(h.lower() for h in AUTH_HEADERS)}
@@ -141,3 +143,23 @@ class FakeAlpacaServer:
             grouped.setdefault(symbol, []).append(bar)
         more = offset + limit < len(items)
         return _json({"bars": grouped, "next_page_token": _encode_token(offset + limit) if more else None})
+
+
+def bars_to_alpaca_json(bars: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """Bar-schema rows as Alpaca's JSON bars per symbol (``t`` = bar start, ISO UTC), for :meth:`add_bars`."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for symbol, group in bars.groupby("symbol"):
+        out[str(symbol)] = [
+            {
+                "t": row.timestamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "o": row.open,
+                "h": row.high,
+                "l": row.low,
+                "c": row.close,
+                "v": row.volume,
+                "n": TRADES_PER_BAR,
+                "vw": row.close,
+            }
+            for row in group.itertuples()
+        ]
+    return out

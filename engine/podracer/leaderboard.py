@@ -6,8 +6,12 @@ only then deletes the snapshot that fell off the board, so a process killed at a
 index whose every entry has its snapshot on disk. Files the index does not name (left by a kill
 between those steps) are removed by :meth:`Leaderboard.remove_unreferenced`.
 
-Ordering: higher score first; equal scores keep admission order (earlier first). Admission rule: a
-candidate enters when the board has fewer than K entries or its score is strictly above the K-th.
+Ordering: higher score first; equal scores keep admission order (earlier first). Admission rule:
+the board holds at most one entry per pod (its best snapshot so far), so its K entries are K
+different agents for the generator to choose parents from and for an ensemble to average. A
+candidate whose pod has no entry enters when the board has fewer than K entries or its score is
+strictly above the K-th; a candidate whose pod has an entry replaces that entry when its score is
+strictly above it.
 """
 
 from __future__ import annotations
@@ -176,19 +180,26 @@ class Leaderboard:
         """Median of the entries' scores, ``None`` when the board is empty."""
         return statistics.median(self.scores()) if self._entries else None
 
-    def admits(self, score: float) -> bool:
-        """Whether a snapshot scoring ``score`` would enter: room left, or strictly above the K-th."""
+    def admits(self, pod_id: int, score: float) -> bool:
+        """Whether a snapshot of pod ``pod_id`` scoring ``score`` would enter (see the module doc)."""
+        own = self._entry_of(pod_id)
+        if own is not None:
+            return score > own.score
         return len(self._entries) < self.capacity or score > self._entries[-1].score
+
+    def _entry_of(self, pod_id: int) -> LeaderboardEntry | None:
+        return next((entry for entry in self._entries if entry.pod_id == pod_id), None)
 
     def offer(self, candidate: Candidate, agent_state: Mapping[str, Any]) -> LeaderboardEntry | None:
         """Admit ``candidate`` with its agent's ``state_dict`` if :meth:`admits` its score.
 
-        Writes the snapshot, then the index; then deletes the snapshot that fell off the board.
+        Writes the snapshot, then the index; then deletes the snapshot that fell off the board
+        (the pod's previous entry, or the K-th).
 
         Returns:
             The new entry, or ``None`` when the candidate was not admitted.
         """
-        if not self.admits(candidate.score):
+        if not self.admits(candidate.pod_id, candidate.score):
             return None
         stem = f"pod-{candidate.pod_id:06d}-v{candidate.policy_version:06d}"
         path = save_snapshot(self.directory, stem, {AGENT_STATE_KEY: dict(agent_state)})
@@ -199,8 +210,10 @@ class Leaderboard:
             admission=self._admissions,
         )
         self._admissions += 1
-        ranked = sorted([*self._entries, entry], key=lambda e: (-e.score, e.admission))
-        kept, dropped = ranked[: self.capacity], ranked[self.capacity :]
+        own = self._entry_of(candidate.pod_id)
+        others = [e for e in self._entries if e is not own]
+        ranked = sorted([*others, entry], key=lambda e: (-e.score, e.admission))
+        kept, dropped = ranked[: self.capacity], ranked[self.capacity :] + ([] if own is None else [own])
         self._entries = kept
         self._write_index()
         still_used = {e.snapshot for e in kept}

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -44,7 +45,7 @@ import numpy as np
 from podracer.backends import Backend, LocalBackend
 from podracer.errors import SnapshotError, TournamentError
 from podracer.generator import Generator, Origin
-from podracer.leaderboard import AGENT_STATE_KEY, Candidate, Leaderboard
+from podracer.leaderboard import AGENT_STATE_KEY, INDEX_NAME, Candidate, Leaderboard
 from podracer.pod import (
     AgentFactory,
     EnvFactory,
@@ -273,14 +274,14 @@ class Tournament:
     ) -> None:
         """See the class docstring."""
         run_dir = Path(run_dir).resolve()
-        if (run_dir / STATE_NAME).exists() or (run_dir / CONFIG_NAME).exists():
+        if (run_dir / STATE_NAME).exists():
             raise TournamentError(
                 f"{run_dir} already holds a tournament; use Tournament.resume or a new folder"
             )
         check_agent_config(base_agent_config)
         (run_dir / PODS_DIR).mkdir(parents=True, exist_ok=True)
         self._setup(config, run_dir, agent_factory, base_agent_config, env_factory, evaluate, backend)
-        self.leaderboard = Leaderboard.create(run_dir / LEADERBOARD_DIR, config.leaderboard_size)
+        self.leaderboard = self._empty_leaderboard(run_dir / LEADERBOARD_DIR, config.leaderboard_size)
         self._rng = np.random.default_rng(config.seed)
         self._progress = _Progress()
         self._parked: list[dict[str, Any]] = []
@@ -295,6 +296,16 @@ class Tournament:
             },
         )
         self._save_state()
+
+    @staticmethod
+    def _empty_leaderboard(directory: Path, capacity: int) -> Leaderboard:
+        """A new board, or the empty one a constructor killed before writing ``state.json`` left."""
+        if not (directory / INDEX_NAME).exists():
+            return Leaderboard.create(directory, capacity)
+        board = Leaderboard.open(directory)
+        if board.entries or board.capacity != capacity:
+            raise TournamentError(f"{directory} holds another leaderboard; pick a new run folder")
+        return board
 
     def _setup(
         self,
@@ -396,13 +407,8 @@ class Tournament:
         self._seconds_before = self._progress.seconds
         in_flight: dict[Future[RoundResult], int] = {}
         events_path = self.run_dir / EVENTS_NAME
-        torn = (
-            events_path.exists()
-            and not events_path.read_bytes().endswith(b"\n")
-            and events_path.stat().st_size > 0
-        )
         with events_path.open("a", encoding="utf-8") as events:
-            if torn:
+            if _ends_mid_line(events_path):
                 events.write("\n")
             self._events = events
             try:
@@ -691,6 +697,15 @@ class Tournament:
             self._events.flush()
         if self._on_event is not None:
             self._on_event(event)
+
+
+def _ends_mid_line(path: Path) -> bool:
+    """Whether a non-empty text file's last line lacks its newline (a write cut by a kill)."""
+    with path.open("rb") as handle:
+        if handle.seek(0, os.SEEK_END) == 0:
+            return False
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) != b"\n"
 
 
 def read_events(run_dir: Path) -> list[dict[str, Any]]:

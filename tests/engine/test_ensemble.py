@@ -14,7 +14,7 @@ from podracer import EnsemblePolicy, Leaderboard, TournamentError
 @pytest.fixture(scope="module")
 def board(tmp_path_factory: pytest.TempPathFactory) -> Leaderboard:
     run_dir = tmp_path_factory.mktemp("ensemble")
-    config = tournament_config(pool_size=1, budget_env_steps=8 * ROUND_ENV_STEPS, leaderboard_size=3)
+    config = tournament_config(pool_size=3, budget_env_steps=9 * ROUND_ENV_STEPS, leaderboard_size=3)
     return new_tournament(run_dir, config).run().leaderboard
 
 

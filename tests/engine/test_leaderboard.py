@@ -45,15 +45,27 @@ def test_keeps_the_best_k_best_first_with_ties_in_admission_order(tmp_path: Path
 
 def test_admission_needs_room_or_a_strictly_better_score(tmp_path: Path) -> None:
     board = Leaderboard.create(tmp_path, capacity=2)
-    assert board.admits(-1e9)
+    assert board.admits(5, -1e9)
     _fill(board, [0.4, 0.6])
-    assert not board.admits(0.4)
+    assert not board.admits(9, 0.4)
     assert board.offer(_candidate(9, 0.4), _state(9.0)) is None
-    assert board.admits(0.41)
+    assert board.admits(10, 0.41)
     entry = board.offer(_candidate(10, 0.41), _state(10.0))
     assert entry is not None
     assert board.rank_of(entry) == 1
     assert [e.pod_id for e in board.entries] == [1, 10]
+
+
+def test_a_pod_holds_one_entry_its_best_snapshot(tmp_path: Path) -> None:
+    board = Leaderboard.create(tmp_path, capacity=3)
+    _fill(board, [0.5, 0.1])
+    assert not board.admits(0, 0.5)
+    assert board.offer(_candidate(0, 0.3), _state(30.0)) is None
+    better = board.offer(_candidate(0, 0.7), _state(70.0))
+    assert better is not None
+    assert [(e.pod_id, e.score) for e in board.entries] == [(0, 0.7), (1, 0.1)]
+    assert board.load_state(0)["w"][0].item() == 70.0
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == sorted(e.snapshot.name for e in board.entries)
 
 
 def test_evicted_snapshots_are_deleted_and_kept_ones_stay(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from engine._tournament_kit import (
     tournament_config,
 )
 from podracer import (
+    Leaderboard,
     LocalBackend,
     Policy,
     SnapshotError,
@@ -52,7 +53,9 @@ def test_a_run_spends_its_budget_and_fills_the_leaderboard(tmp_path: Path) -> No
     assert config.budget_env_steps <= result.env_steps <= config.budget_env_steps + 2 * ROUND_ENV_STEPS
     assert result.rounds == result.env_steps // ROUND_ENV_STEPS
     scores = result.leaderboard.scores()
-    assert len(scores) == config.leaderboard_size
+    pods_that_finished_a_round = {e.pod_id for e in events if e.kind == "round_finished"}
+    assert len(scores) == min(config.leaderboard_size, len(pods_that_finished_a_round))
+    assert len({e.pod_id for e in result.leaderboard.entries}) == len(scores)
     assert scores == sorted(scores, reverse=True)
     result.leaderboard.verify()
     kinds = [e.kind for e in events]
@@ -272,3 +275,26 @@ def test_local_backend_refuses_bad_sizes() -> None:
     with pytest.raises(TournamentError, match="slots is -1"):
         backend.set_slots(-1)
     backend.shutdown()
+
+
+def test_a_constructor_killed_before_its_state_was_written_leaves_a_reusable_folder(tmp_path: Path) -> None:
+    config = tournament_config(budget_env_steps=2 * ROUND_ENV_STEPS)
+    Leaderboard.create(tmp_path / "leaderboard", capacity=config.leaderboard_size)
+    assert new_tournament(tmp_path, config).run().rounds >= 2
+
+
+def test_a_folder_with_another_leaderboard_is_refused(tmp_path: Path) -> None:
+    Leaderboard.create(tmp_path / "leaderboard", capacity=99)
+    with pytest.raises(TournamentError, match="holds another leaderboard"):
+        new_tournament(tmp_path, tournament_config())
+
+
+def test_an_event_line_cut_by_a_kill_is_skipped_and_the_log_goes_on(tmp_path: Path) -> None:
+    new_tournament(tmp_path, tournament_config(budget_env_steps=2 * ROUND_ENV_STEPS)).run()
+    logged = read_events(tmp_path)
+    with (tmp_path / "events.jsonl").open("a") as handle:
+        handle.write('{"kind": "round_fin')
+    resume_tournament(tmp_path).run()
+    events = read_events(tmp_path)
+    assert events[: len(logged)] == logged
+    assert [e["kind"] for e in events[len(logged) :]] == ["tournament_finished"]

@@ -370,14 +370,18 @@ class PPOAgent:
             self.device
         )
         self.obs_stats = RunningMeanStd(obs_dim).to(self.device)
-        self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=config.learning_rate, eps=config.adam_eps
-        )
+        self.optimizer = self._new_optimizer()
         self.env_steps = 0
         self.policy_version = 0
         self._env: TensorVectorEnv | None = None
         self._next_obs: torch.Tensor | None = None
         self._rollout: Rollout | None = None
+
+    def _new_optimizer(self) -> torch.optim.Adam:
+        # fused: one kernel per step over all parameters (CPU and CUDA).
+        return torch.optim.Adam(
+            self.model.parameters(), lr=self.config.learning_rate, eps=self.config.adam_eps, fused=True
+        )
 
     # ------------------------------------------------------------------ acting
 
@@ -488,7 +492,10 @@ class PPOAgent:
         """``update_epochs`` passes of clipped-PPO minibatch updates over ``rollout``.
 
         Returns:
-            Metrics as 0-d tensors (means over the minibatches run).
+            Metrics as 0-d tensors: losses, approximate KL and clip fraction are means over the
+            minibatches run; ``entropy`` is the updated policy's mean entropy (nats) over the
+            round's first minibatch-size transitions; ``explained_variance`` is the rollout
+            critic's against the returns.
         """
         cfg = self.config
         lr = learning_rate_at(cfg, self.env_steps)
@@ -502,17 +509,16 @@ class PPOAgent:
         returns = rollout.returns.flatten()
         batch = obs.shape[0]
 
-        sums = torch.zeros(6, device=self.device)  # policy, value, entropy, approx_kl, clip_frac, count
+        sums = torch.zeros(5, device=self.device)  # policy loss, value loss, approx_kl, clip_frac, count
         epochs_run = 0
         for _ in range(cfg.update_epochs):
             epoch_kl = torch.zeros((), device=self.device)
             order = torch.randperm(batch, generator=self.generator, device=self.device)
             minibatches = order.tensor_split(cfg.num_minibatches)
             for idx in minibatches:
-                dist = self.model.distribution(obs[idx])
-                new_log_probs = dist.log_prob(unit_actions[idx])
-                entropy = dist.entropy().mean()
-                log_ratio = new_log_probs - old_log_probs[idx]
+                mb_obs, mb_old_values, mb_returns = obs[idx], old_values[idx], returns[idx]
+                dist = self.model.distribution(mb_obs)
+                log_ratio = dist.log_prob(unit_actions[idx]) - old_log_probs[idx]
                 ratio = log_ratio.exp()
                 adv = advantages[idx]
                 if cfg.normalize_advantages:
@@ -521,21 +527,18 @@ class PPOAgent:
                     -adv * ratio, -adv * ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
                 ).mean()
 
-                new_values = self.model.value(obs[idx])
+                new_values = self.model.value(mb_obs)
+                value_error = (new_values - mb_returns).square()
                 if cfg.clip_value:
-                    clipped = old_values[idx] + (new_values - old_values[idx]).clamp(
+                    clipped = mb_old_values + (new_values - mb_old_values).clamp(
                         -cfg.value_clip_coef, cfg.value_clip_coef
                     )
-                    value_loss = (
-                        0.5
-                        * torch.max(
-                            (new_values - returns[idx]).square(), (clipped - returns[idx]).square()
-                        ).mean()
-                    )
-                else:
-                    value_loss = 0.5 * (new_values - returns[idx]).square().mean()
+                    value_error = torch.max(value_error, (clipped - mb_returns).square())
+                value_loss = 0.5 * value_error.mean()
 
-                loss = policy_loss - cfg.entropy_coef * entropy + cfg.value_coef * value_loss
+                loss = policy_loss + cfg.value_coef * value_loss
+                if cfg.entropy_coef > 0.0:  # the Beta entropy's digammas are costly: skip them when unused
+                    loss = loss - cfg.entropy_coef * dist.entropy().mean()
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
@@ -546,28 +549,22 @@ class PPOAgent:
                     clip_frac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
                     epoch_kl += approx_kl / len(minibatches)
                     sums += torch.stack(
-                        (
-                            policy_loss.detach(),
-                            value_loss.detach(),
-                            entropy.detach(),
-                            approx_kl,
-                            clip_frac,
-                            sums.new_ones(()),
-                        )
+                        (policy_loss.detach(), value_loss.detach(), approx_kl, clip_frac, sums.new_ones(()))
                     )
             epochs_run += 1
             if cfg.target_kl is not None and float(epoch_kl) > cfg.target_kl:
                 break
 
         with torch.no_grad():
-            count = sums[5]
+            count = sums[4]
             explained_variance = 1.0 - (returns - old_values).var() / returns.var().clamp_min(1e-8)
+            entropy = self.model.distribution(obs[: len(minibatches[0])]).entropy().mean()
         return {
             "policy_loss": sums[0] / count,
             "value_loss": sums[1] / count,
-            "entropy": sums[2] / count,
-            "approx_kl": sums[3] / count,
-            "clip_fraction": sums[4] / count,
+            "entropy": entropy,
+            "approx_kl": sums[2] / count,
+            "clip_fraction": sums[3] / count,
             "explained_variance": explained_variance,
             "learning_rate": torch.tensor(lr),
             "epochs_run": torch.tensor(float(epochs_run)),
@@ -659,9 +656,7 @@ class PPOAgent:
             )
         self.model.load_state_dict(state["model"])
         self.obs_stats.load_state_dict(state["obs_stats"])
-        self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=self.config.learning_rate, eps=self.config.adam_eps
-        )
+        self.optimizer = self._new_optimizer()
         if keep_optimizer:
             self.optimizer.load_state_dict(state["optimizer"])
             for group in self.optimizer.param_groups:

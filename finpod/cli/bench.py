@@ -7,13 +7,65 @@ import json
 import torch
 import typer
 
-from finpod.bench import env_bench
+from finpod.bench import env_bench, train_bench
 from finpod.errors import SpecError
+from podracer.ppo import PPOConfig
 
 app = typer.Typer(no_args_is_help=True)
 
 
+GIGA = 1e9
 GIB = 2**30
+
+
+@app.command("train")
+def train(
+    envs: int = typer.Option(1024, "--envs", help="Parallel envs N."),
+    assets: int = typer.Option(100, "--assets", help="Assets per portfolio M."),
+    features: int = typer.Option(12, "--features", help="Features per asset F (the minute pipeline has 12)."),
+    sessions: int = typer.Option(10, "--sessions", help="390-bar sessions in the random panel."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    warmup_rounds: int = typer.Option(1, "--warmup-rounds", help="Untimed training rounds first."),
+    rounds: int = typer.Option(3, "--rounds", help="Timed training rounds."),
+    matmul_size: int = typer.Option(4096, "--matmul-size", help="Side of the square matmul of the peak."),
+    matmul_repeats: int = typer.Option(5, "--matmul-repeats", help="Timed calls of the peak matmul."),
+    seed: int = typer.Option(0, "--seed", help="Seeds panel, env and agent."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+) -> None:
+    """PPO training samples/s on the finpod env (learning included) and the learner's share of peak matmul."""
+    r = train_bench.run_train_bench(
+        num_envs=envs,
+        num_assets=assets,
+        num_features=features,
+        num_sessions=sessions,
+        device=env_bench.resolve_device(device),
+        config=PPOConfig(),
+        warmup_rounds=warmup_rounds,
+        rounds=rounds,
+        matmul_size=matmul_size,
+        matmul_repeats=matmul_repeats,
+        seed=seed,
+    )
+    if as_json:
+        typer.echo(json.dumps(r.to_json_dict()))
+        return
+    typer.echo(
+        f"PPO on TradingEnv ({r.device}, {r.torch_threads} threads): N={r.num_envs} envs, M={r.num_assets} "
+        f"assets, F={r.num_features} features, obs {r.obs_dim}, actions {r.action_dim}"
+    )
+    typer.echo(
+        f"agent: actor+critic MLP {r.hidden_sizes}, {r.rollout_steps} steps/round, "
+        f"{r.update_epochs} epochs, minibatch {r.minibatch_size}"
+    )
+    typer.echo(
+        f"samples/s (learning included): {r.samples_per_second:,.0f} "
+        f"({r.env_steps:,} env steps in {r.seconds:.1f} s over {r.rounds} rounds)"
+    )
+    typer.echo(
+        f"learner: {r.learner_flops_per_second / GIGA:.1f} GFLOP/s = {r.matmul_utilisation:.1%} of the "
+        f"measured float32 matmul peak {r.peak_matmul_flops_per_second / GIGA:.1f} GFLOP/s"
+    )
+    typer.echo(f"peak memory: {r.peak_memory_bytes / GIB:.2f} GiB")
 
 
 @app.command("env")

@@ -216,7 +216,7 @@ def run_env_bench(
         peak = int(torch.cuda.max_memory_allocated(device))
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KIB
-    tensors = [*env.market[:3], *env.state]
+    tensors = [env.market.bars, env.market.obs_template, *env.state]
     env_steps_per_second = num_envs * timed_steps / seconds
     numpy_steps_per_second = numpy_steps / numpy_seconds
     return EnvBenchResult(

@@ -17,7 +17,7 @@ import torch
 from finpod.env.accounting import execute_orders, share_delta_to_orders, weights_to_orders
 from finpod.env.config import EnvConfig
 from finpod.env.market import BUY_CAP_ROW, CLOSE_ROW, FILL_ROW, SELL_CAP_ROW, Market
-from finpod.env.observation import build_observation
+from finpod.env.observation import fill_observation
 from finpod.env.rewards import step_reward
 from finpod.env.state import EnvState, restart_where
 
@@ -59,13 +59,12 @@ def _episode_progress(state_t: torch.Tensor, start: torch.Tensor, end: torch.Ten
 def observe(market: Market, state: EnvState) -> torch.Tensor:
     """Observations ``(N, D)`` of every env at its current bar ``state.t``."""
     close = market.bars[:, CLOSE_ROW].index_select(0, state.t)
-    return build_observation(
-        features=market.features.index_select(0, state.t),
+    return fill_observation(
+        market.obs_template.index_select(0, state.t),
         holdings_usd=state.shares * close,
         cash_usd=state.cash_usd,
         equity_usd=state.equity_usd,
         episode_progress=_episode_progress(state.t, state.start, state.end),
-        session_progress=market.session_progress.index_select(0, state.t),
     )
 
 
@@ -105,23 +104,21 @@ def step(
     equity_usd = fills.cash_usd + holdings_usd.sum(dim=1)
     reward = step_reward(state.equity_usd, equity_usd, config)
     truncated = next_bar >= state.end
-    final_obs = build_observation(
-        features=market.features.index_select(0, next_bar),
+    final_obs = fill_observation(
+        market.obs_template.index_select(0, next_bar),
         holdings_usd=holdings_usd,
         cash_usd=fills.cash_usd,
         equity_usd=equity_usd,
         episode_progress=_episode_progress(next_bar, state.start, state.end),
-        session_progress=market.session_progress.index_select(0, next_bar),
     )
     stepped = state._replace(cash_usd=fills.cash_usd, shares=fills.shares, equity_usd=equity_usd, t=next_bar)
     new_state = restart_where(market, stepped, truncated, config.initial_cash_usd)
-    reset_obs = build_observation(
-        features=market.features.index_select(0, new_state.t),
+    reset_obs = fill_observation(
+        market.obs_template.index_select(0, new_state.t),
         holdings_usd=torch.where(truncated.unsqueeze(1), 0.0, holdings_usd),
         cash_usd=new_state.cash_usd,
         equity_usd=new_state.equity_usd,
         episode_progress=_episode_progress(new_state.t, new_state.start, new_state.end),
-        session_progress=market.session_progress.index_select(0, new_state.t),
     )
     output = StepOutput(
         obs=reset_obs,

@@ -13,6 +13,7 @@ import torch
 
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
+from finpod.env.observation import observation_template
 from finpod.errors import SpecError
 
 FILL_ROW, CLOSE_ROW, BUY_CAP_ROW, SELL_CAP_ROW = 0, 1, 2, 3
@@ -28,9 +29,8 @@ class Market(NamedTuple):
             EnvConfig.fill), close (USD/share), buy limit (shares: max_participation x volume when
             tradable, 0 when not; inf when uncapped), sell limit (shares: max_participation x volume;
             inf when uncapped)]``. One gather of a bar's row serves the whole step.
-        features: float32 ``(T, M * F)``, the panel's features flattened asset-major.
-        session_progress: float32 ``(T,)``, position of the bar in its trading session, 0 at the
-            session's first bar and 1 at its last (0 for a one-bar session).
+        obs_template: float32 ``(T, D)``, per bar the observation's bar part (features, position of
+            the bar in its session) with the portfolio columns 0 (see :mod:`finpod.env.observation`).
         first_bar: first bar index of the segment.
         last_bar: last bar index of the segment (inclusive): no episode steps past it.
         horizon_bars: steps per episode before the segment end cuts it.
@@ -38,8 +38,7 @@ class Market(NamedTuple):
     """
 
     bars: torch.Tensor
-    features: torch.Tensor
-    session_progress: torch.Tensor
+    obs_template: torch.Tensor
     first_bar: int
     last_bar: int
     horizon_bars: int
@@ -89,13 +88,13 @@ def build_market(panel: Panel, segment: str, config: EnvConfig, device: torch.de
         sell_cap = torch.full_like(volume, math.inf)
     buy_cap = torch.where(tradable, sell_cap, torch.zeros_like(sell_cap))
     bars = torch.stack([fill, close, buy_cap, sell_cap], dim=1).to(device=device, dtype=torch.float32)
-    num_bars = panel.num_bars
-    features = panel.features.reshape(num_bars, -1).to(device=device, dtype=torch.float32).contiguous()
-    progress = torch.from_numpy(session_progress(panel.session_ids)).to(device)
+    progress = torch.from_numpy(session_progress(panel.session_ids))
+    template = observation_template(
+        panel.features.to(device=device, dtype=torch.float32), progress.to(device)
+    )
     return Market(
         bars=bars.contiguous(),
-        features=features,
-        session_progress=progress,
+        obs_template=template,
         first_bar=start,
         last_bar=stop - 1,
         horizon_bars=horizon,

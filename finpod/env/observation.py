@@ -4,47 +4,68 @@ Layout of one observation row, size ``D = M * F + M + 3``, in this order:
 ``[features of bar t (M * F, asset-major: asset_1's F features, then asset_2's, ...),
 current weights of asset_1 .. asset_M at t's close (M), cash share (1),
 episode progress in [0, 1] (1), position of bar t in its trading session in [0, 1] (1)]``.
+
+The per-bar part (features, session position) is precomputed once per bar in a template table
+``(T, D)``; a step gathers template rows and writes the portfolio part in place, so building an
+observation is one row gather plus ``M + 2`` columns instead of a concatenation.
 """
 
 from __future__ import annotations
 
 import torch
 
-NUM_TIME_FEATURES = 2
-"""Episode progress and session progress."""
+NUM_PORTFOLIO_COLUMNS_BEYOND_ASSETS = 2
+"""Cash share and episode progress, written per step after the ``M`` weights."""
+NUM_BAR_COLUMNS_AFTER_PORTFOLIO = 1
+"""Session position, taken from the template."""
 
 
 def observation_size(num_assets: int, num_features: int) -> int:
     """``D``, the length of an observation row for ``M`` assets with ``F`` features each."""
-    return num_assets * num_features + num_assets + 1 + NUM_TIME_FEATURES
+    return (
+        num_assets * num_features
+        + num_assets
+        + NUM_PORTFOLIO_COLUMNS_BEYOND_ASSETS
+        + NUM_BAR_COLUMNS_AFTER_PORTFOLIO
+    )
 
 
-def build_observation(
-    features: torch.Tensor,
+def observation_template(features: torch.Tensor, session_progress: torch.Tensor) -> torch.Tensor:
+    """Per-bar template rows ``(T, D)``: features and session position filled, portfolio columns 0.
+
+    Args:
+        features: float32 ``(T, M, F)`` causal features.
+        session_progress: float32 ``(T,)`` position of each bar in its session, in ``[0, 1]``.
+    """
+    num_bars, num_assets, num_features = features.shape
+    template = torch.zeros(
+        (num_bars, observation_size(num_assets, num_features)), dtype=torch.float32, device=features.device
+    )
+    template[:, : num_assets * num_features] = features.reshape(num_bars, -1)
+    template[:, -1] = session_progress
+    return template
+
+
+def fill_observation(
+    rows: torch.Tensor,
     holdings_usd: torch.Tensor,
     cash_usd: torch.Tensor,
     equity_usd: torch.Tensor,
     episode_progress: torch.Tensor,
-    session_progress: torch.Tensor,
 ) -> torch.Tensor:
-    """Assemble observations ``(N, D)`` float32 in the layout of this module's docstring.
+    """Write the portfolio columns into freshly gathered template rows, in place; returns ``rows``.
 
     Args:
-        features: ``(N, M * F)`` features of the observed bar.
+        rows: ``(N, D)`` template rows of the observed bars (a fresh tensor, overwritten).
         holdings_usd: ``(N, M)`` value of each holding at the observed bar's close (shares x close).
         cash_usd: ``(N,)`` cash.
         equity_usd: ``(N,)`` equity at the observed bar's close (USD, > 0).
         episode_progress: ``(N,)`` steps taken / episode length, in ``[0, 1]``.
-        session_progress: ``(N,)`` position of the bar in its session, in ``[0, 1]``.
     """
+    num_assets = holdings_usd.shape[1]
+    weights_end = rows.shape[1] - NUM_PORTFOLIO_COLUMNS_BEYOND_ASSETS - NUM_BAR_COLUMNS_AFTER_PORTFOLIO
     inverse_equity = equity_usd.reciprocal().unsqueeze(1)
-    return torch.cat(
-        [
-            features,
-            holdings_usd * inverse_equity,
-            cash_usd.unsqueeze(1) * inverse_equity,
-            episode_progress.unsqueeze(1),
-            session_progress.unsqueeze(1),
-        ],
-        dim=1,
-    )
+    rows[:, weights_end - num_assets : weights_end] = holdings_usd * inverse_equity
+    rows[:, weights_end : weights_end + 1] = cash_usd.unsqueeze(1) * inverse_equity
+    rows[:, weights_end + 1] = episode_progress
+    return rows

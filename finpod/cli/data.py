@@ -12,7 +12,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from finpod.data.alpaca_source import ALPACA_DATA_URL, DEFAULT_RETRY, fetch_bars, make_client
+from finpod.data.alpaca_source import (
+    ALPACA_DATA_URL,
+    DEFAULT_RETRY,
+    default_cache_dir,
+    fetch_bars,
+    make_client,
+)
 from finpod.data.dataset_info import DatasetInfo, dataset_info
 from finpod.data.importers import import_paths
 from finpod.data.schema import FREQUENCIES
@@ -125,7 +131,7 @@ def fetch(
     frequency = _frequency(freq, "--freq")
     first, last = _date(start, "--start"), _date(end, "--end")
     client = make_client(os.environ, url=data_url, retry=DEFAULT_RETRY)
-    cache_dir = cache if cache is not None else out.with_name(f"{out.name}.cache")
+    cache_dir = cache if cache is not None else default_cache_dir(out)
     report = fetch_bars(symbols.split(","), first, last, frequency, out, client=client, cache_dir=cache_dir)
     _console.print(
         f"chunks: {report.chunks_fetched} fetched, {report.chunks_cached} from cache ({cache_dir})"

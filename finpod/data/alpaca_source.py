@@ -128,6 +128,11 @@ def make_client(env: Mapping[str, str], *, url: str, retry: RetryPolicy) -> Stoc
     return client
 
 
+def default_cache_dir(out: Path) -> Path:
+    """Where the chunk cache of dataset ``out`` lives unless told otherwise: ``<out>.cache`` beside it."""
+    return out.with_name(f"{out.name}.cache")
+
+
 def chunk_ranges(start: dt.date, end: dt.date, freq: str) -> list[tuple[dt.date, dt.date]]:
     """Inclusive date ranges covering ``start..end``: calendar months for ``1min``, years for ``1d``.
 
@@ -221,8 +226,8 @@ def fetch_bars(
     freq: Literal["1min", "1d"],
     out: Path,
     *,
-    client: StockHistoricalDataClient,
-    cache_dir: Path,
+    client: StockHistoricalDataClient | None = None,
+    cache_dir: Path | None = None,
 ) -> FetchReport:
     """Fetch adjusted bars from Alpaca (cached, resumable) and write them as a dataset.
 
@@ -232,8 +237,10 @@ def fetch_bars(
         end: last date, inclusive.
         freq: ``"1min"`` or ``"1d"``.
         out: the dataset folder to create (must not exist).
-        client: an alpaca-py data client (see :func:`make_client`).
-        cache_dir: folder for the per-symbol, per-chunk parquet cache.
+        client: an alpaca-py data client; ``None`` builds one with :func:`make_client` from
+            ``os.environ``, :data:`ALPACA_DATA_URL` and :data:`DEFAULT_RETRY`.
+        cache_dir: folder for the per-symbol, per-chunk parquet cache; ``None`` means
+            ``<out>.cache`` beside the dataset.
 
     Returns:
         A :class:`FetchReport` with the manifest and how many chunks were fetched or cached.
@@ -248,17 +255,21 @@ def fetch_bars(
         raise SpecError("--symbols is empty; pass tickers like AAPL,MSFT")
     if end < start:
         raise SpecError(f"--end {end} is before --start {start}; swap them")
+    data_client = (
+        client if client is not None else make_client(os.environ, url=ALPACA_DATA_URL, retry=DEFAULT_RETRY)
+    )
+    cache = cache_dir if cache_dir is not None else default_cache_dir(out)
     today = dt.datetime.now(dt.UTC).date()
     frames: list[pd.DataFrame] = []
     fetched = cached = 0
     for symbol in tickers:
         for first, last in chunk_ranges(start, end, freq):
-            path = cache_dir / symbol / f"{freq}_{first}_{last}.parquet"
+            path = cache / symbol / f"{freq}_{first}_{last}.parquet"
             if path.is_file():
                 frames.append(pd.read_parquet(path))
                 cached += 1
                 continue
-            frame = _request_chunk(client, symbol, freq, first, last)
+            frame = _request_chunk(data_client, symbol, freq, first, last)
             fetched += 1
             if last < today:
                 _write_chunk(frame, path)
@@ -281,6 +292,6 @@ def fetch_bars(
         frequency=freq,
         adjustment="split+dividend",
         repairs=dict(sorted(repairs.items())),
-        notes=[f"fetched {start}..{end} for {len(tickers)} symbols; cache {cache_dir}"],
+        notes=[f"fetched {start}..{end} for {len(tickers)} symbols; cache {cache}"],
     )
     return FetchReport(manifest, fetched, cached)

@@ -186,3 +186,12 @@ def test_symbol_without_bars_is_an_error(server: FakeAlpacaServer, tmp_path: Pat
     client = make_client(ENV, url=server.url, retry=NO_WAIT)
     with pytest.raises(DataError, match="no 1min bars for NOPE between 2021-01-28 and 2021-02-02"):
         fetch_bars(["NOPE"], START, END, "1min", tmp_path / "ds", client=client, cache_dir=tmp_path / "cache")
+
+
+def test_default_client_reads_keys_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("APCA_API_KEY_ID", raising=False)
+    monkeypatch.delenv("APCA_API_SECRET_KEY", raising=False)
+    with pytest.raises(BrokerError, match="set both APCA_API_KEY_ID and APCA_API_SECRET_KEY"):
+        fetch_bars(["AAPL"], START, END, "1d", tmp_path / "ds")

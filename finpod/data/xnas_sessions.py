@@ -1,7 +1,7 @@
 """XNAS session lookups for the data sources, on top of :mod:`finpod.data.calendar`.
 
-Session opens for daily bars (with errors that name the file), a regular-hours test for minute bars,
-the first ``n`` sessions from a date (the synthetic market), and calendar bar counts (``data info``).
+Session opens for daily bars (with errors that name the file and symbol), a regular-hours test for
+minute bars, and the first ``n`` sessions from a date (the synthetic market).
 Times are int64 UTC nanoseconds or tz-aware UTC; everything is vectorised.
 """
 

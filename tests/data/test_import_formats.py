@@ -14,6 +14,7 @@ from finpod.data.synth import synth_market
 from finpod.errors import DataError
 
 AV_HEADER = "datetime,open,high,low,close,volume\n"
+BARS_ONE_ROW = "timestamp,symbol,open,high,low,close,volume\n2019-02-11T14:30:00+00:00,AAA,1,1,1,1,1\n"
 DA_HEADER = "timestamp,open,high,low,close,adjusted_close,volume,dividend_amount,split_coefficient\n"
 
 
@@ -181,3 +182,12 @@ def test_mixed_adjustments_are_refused(tmp_path: Path) -> None:
     b = _write(tmp_path / "DA-BBB-T-2021-04-21.csv", DA_HEADER + "2019-02-11,1,1,1,1,1,1,0,1\n")
     with pytest.raises(DataError, match=r"mix price adjustments \(none, split\+dividend\)"):
         import_paths([a, b], tmp_path / "ds")
+
+
+def test_one_bar_file_needs_and_accepts_freq(tmp_path: Path) -> None:
+    path = _write(tmp_path / "one.csv", BARS_ONE_ROW)
+    with pytest.raises(DataError, match=r"cannot tell the bar frequency .* pass --freq 1min or --freq 1d"):
+        import_paths([path], tmp_path / "ds")
+    manifest = import_paths([path], tmp_path / "ds", freq="1min")
+    assert manifest.rows == 1
+    assert manifest.frequency == "1min"

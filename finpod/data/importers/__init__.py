@@ -51,7 +51,7 @@ ACCEPTED_FORMATS: Final[str] = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Candidate:
     """One input file, its detected format and frequency, and its rows."""
 
@@ -145,7 +145,9 @@ def _select_frequency(candidates: list[_Candidate], freq: str | None) -> tuple[l
             "pass --freq 1min or --freq 1d"
         )
     if unknown:
-        candidates = [replace(c, frequency=str(freq)) if c in unknown else c for c in candidates]
+        candidates = [
+            replace(c, frequency=str(freq)) if c.frequency == UNKNOWN_FREQUENCY else c for c in candidates
+        ]
     counts = Counter(candidate.frequency for candidate in candidates)
     if freq is not None:
         chosen_freq = freq

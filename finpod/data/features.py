@@ -198,28 +198,31 @@ def _safe_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Ten
     return torch.where(positive, numerator / torch.where(positive, denominator, 1.0), 0.0)
 
 
-def _asset_features(close: torch.Tensor, volume: torch.Tensor) -> list[torch.Tensor]:
-    """The per-asset features of a block of symbols, each float32 ``(T, m)``, in table order."""
+def _asset_features_(close: torch.Tensor, volume: torch.Tensor, out: torch.Tensor) -> None:
+    """Write the per-asset features of a block of symbols into ``out`` ``(T, m, >=10)``, table order."""
     log_close = torch.log(close)
-    returns = [lag_difference(log_close, h) for h in RETURN_HORIZONS_BARS]
+    for f, horizon in enumerate(RETURN_HORIZONS_BARS):
+        out[:, :, f] = lag_difference(log_close, horizon)
     del log_close
-    step_return = returns[RETURN_HORIZONS_BARS.index(1)]
-    volatility = rolling_std_mean(step_return, VOLATILITY_WINDOW_BARS)[0]
+    col = len(RETURN_HORIZONS_BARS)
+    step_return = lag_difference(torch.log(close), 1)
+    out[:, :, col] = rolling_std_mean(step_return, VOLATILITY_WINDOW_BARS)[0]
     rsi_alpha = 1.0 / RSI_PERIOD_BARS
     gain = ema(step_return.clamp(min=0.0), RSI_PERIOD_BARS, alpha=rsi_alpha)
-    loss = ema((-step_return).clamp(min=0.0), RSI_PERIOD_BARS, alpha=rsi_alpha)
+    loss = ema(step_return.neg_().clamp_(min=0.0), RSI_PERIOD_BARS, alpha=rsi_alpha)
     total = gain + loss
-    rsi = torch.where(total > 0, 100.0 * _safe_ratio(gain, total), RSI_NEUTRAL)
-    del gain, loss, total
-    macd = (ema(close, MACD_FAST_BARS) - ema(close, MACD_SLOW_BARS)) / close
-    macd_hist = macd - ema(macd, MACD_SIGNAL_BARS)
+    out[:, :, col + 1] = torch.where(total > 0, 100.0 * _safe_ratio(gain, total), RSI_NEUTRAL)
+    del gain, loss, total, step_return
+    macd = (ema(close, MACD_FAST_BARS) - ema(close, MACD_SLOW_BARS)).div_(close)
+    out[:, :, col + 2] = macd
+    out[:, :, col + 3] = macd - ema(macd, MACD_SIGNAL_BARS)
+    del macd
     price_std, price_mean = rolling_std_mean(close, BOLLINGER_WINDOW_BARS)
-    bollinger = _safe_ratio(close - price_mean, BOLLINGER_WIDTH_SIGMAS * price_std)
+    out[:, :, col + 4] = _safe_ratio(close - price_mean, BOLLINGER_WIDTH_SIGMAS * price_std)
     del price_std, price_mean
     log_volume = torch.log1p(volume)
     volume_std, volume_mean = rolling_std_mean(log_volume, VOLUME_WINDOW_BARS)
-    volume_z = _safe_ratio(log_volume - volume_mean, volume_std)
-    return [*returns, volatility, rsi, macd, macd_hist, bollinger, volume_z]
+    out[:, :, col + 5] = _safe_ratio(log_volume - volume_mean, volume_std)
 
 
 def raw_features(close: torch.Tensor, volume: torch.Tensor, phase: torch.Tensor, freq: str) -> torch.Tensor:
@@ -242,28 +245,46 @@ def raw_features(close: torch.Tensor, volume: torch.Tensor, phase: torch.Tensor,
     out = torch.empty(num_rows, num_cols, len(specs), dtype=torch.float32, device=close.device)
     for lo in range(0, num_cols, COLUMN_CHUNK_SYMBOLS):
         hi = min(num_cols, lo + COLUMN_CHUNK_SYMBOLS)
-        block = _asset_features(close[:, lo:hi], volume[:, lo:hi])
-        out[:, lo:hi, :num_asset] = torch.stack(block, dim=-1)
-        del block
+        _asset_features_(close[:, lo:hi], volume[:, lo:hi], out[:, lo:hi])
     angle = phase.to(device=close.device, dtype=torch.float32)
     out[:, :, num_asset] = torch.sin(angle)[:, None]
     out[:, :, num_asset + 1] = torch.cos(angle)[:, None]
     return out
 
 
-def cold_mask(first_bar: torch.Tensor, rows: tuple[int, int], specs: tuple[FeatureSpec, ...]) -> torch.Tensor:
-    """bool ``(rows, M, F)``: cells not yet warm (clock features are never cold).
+def zero_cold_(
+    features: torch.Tensor, first_bar: torch.Tensor, specs: tuple[FeatureSpec, ...]
+) -> torch.Tensor:
+    """Set every cold per-asset cell of ``features`` ``(T, M, F)`` to 0, in place.
 
-    Args:
-        first_bar: int64 ``(M,)`` row of each symbol's first real bar.
-        rows: ``(start, stop)`` bar range to build the mask for.
-        specs: the ``F`` feature specs.
+    A cell ``(t, m, f)`` is cold when ``t - first_bar[m] < warmup_bars[f]``; cold cells sit at the top
+    of each column, so only those rows are touched (one small masked fill per symbol).
     """
-    device = first_bar.device
-    never = torch.iinfo(torch.int64).min
-    warmup = torch.tensor([s.warmup_bars if s.per_asset else never for s in specs], device=device)
-    age = torch.arange(rows[0], rows[1], device=device)[:, None] - first_bar[None, :]
-    return age[:, :, None] < warmup[None, None, :]
+    num_rows = features.shape[0]
+    warmup = torch.tensor([s.warmup_bars for s in specs], device=features.device)
+    per_asset = torch.tensor([s.per_asset for s in specs], device=features.device)
+    longest = max(s.warmup_bars for s in specs if s.per_asset)
+    for m, first in enumerate(first_bar.tolist()):
+        stop = min(num_rows, first + longest)
+        if stop <= 0:
+            continue
+        age = torch.arange(stop, device=features.device)[:, None] - first
+        features[:stop, m, :].masked_fill_((age < warmup[None, :]) & per_asset[None, :], 0.0)
+    return features
+
+
+def warm_counts(
+    first_bar: torch.Tensor, specs: tuple[FeatureSpec, ...], rows: tuple[int, int]
+) -> torch.Tensor:
+    """float64 ``(F,)``: number of warm cells of each feature among ``rows`` (start, stop) of all symbols."""
+    lo, hi = rows
+    warmup = torch.tensor([s.warmup_bars if s.per_asset else 0 for s in specs], device=first_bar.device)
+    first = torch.where(
+        torch.tensor([s.per_asset for s in specs], device=first_bar.device)[None, :],
+        first_bar[:, None] + warmup[None, :],
+        lo,
+    )
+    return (hi - first.clamp(min=lo, max=hi)).sum(dim=0).to(torch.float64)
 
 
 def _row_chunks(rows: tuple[int, int]) -> list[tuple[int, int]]:
@@ -276,10 +297,12 @@ def fit_feature_stats(
 ) -> FeatureStats:
     """Mean and std of each per-asset feature over the warm cells of the train rows only.
 
-    Two passes (mean, then squared deviations) in row chunks, accumulated in float64.
+    Sets the cold cells of ``raw`` to 0 first (in place, :func:`zero_cold_`): sums then run over
+    whole row chunks and the cold cells' share is removed exactly (two passes: mean, then squared
+    deviations; float32 chunk sums accumulated in float64).
 
     Args:
-        raw: float32 ``(T, M, F)`` from :func:`raw_features`.
+        raw: float32 ``(T, M, F)`` from :func:`raw_features`; its cold cells are zeroed.
         first_bar: int64 ``(M,)`` row of each symbol's first real bar.
         specs: the ``F`` feature specs.
         train_rows: ``(start, stop)`` bar range of the train segment (stop exclusive).
@@ -287,13 +310,9 @@ def fit_feature_stats(
     Raises:
         DataError: a feature has no warm cell in the train rows (train segment too short).
     """
+    zero_cold_(raw, first_bar, specs)
     per_asset = torch.tensor([s.per_asset for s in specs], device=raw.device)
-    count = torch.zeros(len(specs), dtype=torch.float64, device=raw.device)
-    total = torch.zeros_like(count)
-    for lo, hi in _row_chunks(train_rows):
-        warm = ~cold_mask(first_bar, (lo, hi), specs)
-        count += warm.sum(dim=(0, 1))
-        total += torch.where(warm, raw[lo:hi], 0.0).sum(dim=(0, 1))
+    count = warm_counts(first_bar, specs, train_rows)
     empty = per_asset & (count == 0)
     if empty.any():
         spec = specs[int(torch.nonzero(empty)[0])]
@@ -301,13 +320,19 @@ def fit_feature_stats(
             f"train segment has no bar where feature {spec.name} is warmed up (it needs "
             f"{spec.warmup_bars} bars after a symbol's first bar); lengthen the train segment"
         )
-    mean = total / count.clamp(min=1.0)
-    squares = torch.zeros_like(count)
+    num_features = len(specs)
+    total = torch.zeros(num_features, dtype=torch.float64, device=raw.device)
     for lo, hi in _row_chunks(train_rows):
-        warm = ~cold_mask(first_bar, (lo, hi), specs)
-        deviation = raw[lo:hi].to(torch.float64) - mean
-        squares += torch.where(warm, deviation.square_(), 0.0).sum(dim=(0, 1))
-    std = (squares / count.clamp(min=1.0)).sqrt()
+        total += raw[lo:hi].reshape(-1, num_features).sum(dim=0).to(torch.float64)
+    mean = total / count.clamp(min=1.0)
+    squares = torch.zeros_like(total)
+    mean32 = mean.to(raw.dtype)
+    for lo, hi in _row_chunks(train_rows):
+        deviation = raw[lo:hi].reshape(-1, num_features) - mean32
+        squares += deviation.square_().sum(dim=0).to(torch.float64)
+    cells = (train_rows[1] - train_rows[0]) * raw.shape[1]
+    squares -= (cells - count) * mean.square()  # the cold cells (value 0) added mean^2 each
+    std = (squares.clamp(min=0.0) / count.clamp(min=1.0)).sqrt()
     usable = per_asset & torch.isfinite(std) & (std > 0)
     return FeatureStats(
         names=tuple(s.name for s in specs),
@@ -337,10 +362,8 @@ def normalise_features_(
     per_asset = torch.tensor([s.per_asset for s in specs], device=raw.device)
     bound = torch.where(per_asset, clip_sigmas, torch.inf).to(raw.dtype)
     for lo, hi in _row_chunks((0, raw.shape[0])):
-        chunk = raw[lo:hi]
-        chunk.sub_(stats.mean).div_(stats.std).clamp_(-bound, bound)
-        chunk.masked_fill_(cold_mask(first_bar, (lo, hi), specs), 0.0)
-    return raw
+        raw[lo:hi].sub_(stats.mean).div_(stats.std).clamp_(-bound, bound)
+    return zero_cold_(raw, first_bar, specs)
 
 
 def build_features(

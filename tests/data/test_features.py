@@ -161,6 +161,23 @@ def test_changing_backtest_rows_leaves_statistics_unchanged() -> None:
     assert not torch.equal(first.mean, third.mean)  # the statistics do see the rows they are fitted on
 
 
+def test_statistics_equal_a_naive_masked_computation() -> None:
+    close, volume, phase = _market(12)
+    specs = feature_specs("1min")
+    raw = raw_features(close, volume, phase, "1min")
+    expected = raw.clone().double()
+    stats = fit_feature_stats(raw, FIRST_BAR, specs, TRAIN_ROWS)
+    rows = torch.arange(NUM_ROWS)[:, None] - FIRST_BAR[None, :]
+    for f, spec in enumerate(specs):
+        if not spec.per_asset:
+            assert (stats.mean[f], stats.std[f]) == (0.0, 1.0)
+            continue
+        warm = (rows >= spec.warmup_bars)[TRAIN_ROWS[0] : TRAIN_ROWS[1]]
+        values = expected[TRAIN_ROWS[0] : TRAIN_ROWS[1], :, f][warm]
+        assert stats.mean[f].item() == pytest.approx(values.mean().item(), rel=1e-5, abs=1e-9), spec.name
+        assert stats.std[f].item() == pytest.approx(values.std(correction=0).item(), rel=1e-4), spec.name
+
+
 def test_train_statistics_normalise_train_rows() -> None:
     close, volume, phase = _market(7)
     features, stats = build_features(close, volume, FIRST_BAR, phase, "1min", (0, NUM_ROWS))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import torch
 import typer
 
-from finpod.bench import env_bench, train_bench
+from finpod.bench import data_bench, env_bench, train_bench
 from finpod.errors import SpecError
 from podracer.ppo import PPOConfig
 
@@ -121,3 +122,41 @@ def env(
         f"({'CUDA allocated' if r.device.startswith('cuda') else 'process RSS'}); "
         f"env tables and state {r.env_tensor_bytes / 2**20:.1f} MiB"
     )
+
+
+@app.command("data")
+def data(
+    symbols: int = typer.Option(100, "--symbols", help="Synthetic stocks M (NASDAQ-100 scale: 100)."),
+    days: int = typer.Option(250, "--days", help="Sessions of 390 minute bars (>= 3)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the synthetic market."),
+    device: str = typer.Option("cpu", "--device", help="Where the panel's tensors go: cpu or cuda."),
+    out: str | None = typer.Option(None, "--out", help="Keep the dataset here (default: a temp folder)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+) -> None:
+    """Bars/s and peak memory of synth -> write dataset -> read -> build panel, at minute scale."""
+    r = data_bench.run_data_bench(
+        symbols=symbols,
+        days=days,
+        seed=seed,
+        device=env_bench.resolve_device(device),
+        out=None if out is None else Path(out),
+    )
+    if as_json:
+        typer.echo(json.dumps(r.to_json_dict()))
+        return
+    typer.echo(
+        f"market: {r.symbols} symbols x {r.days} sessions = {r.bars:,} minute bars; panel on {r.device} "
+        f"({r.torch_threads} threads); memory: {r.memory_method}"
+    )
+    for stage in r.stages:
+        typer.echo(
+            f"{stage.name:>6}: {stage.bars_per_second:>12,.0f} bars/s ({stage.seconds:6.2f} s), "
+            f"peak RSS {stage.peak_rss_bytes / GIB:.2f} GiB (+{stage.peak_rss_increase_bytes / GIB:.2f} GiB)"
+        )
+    t, m, f = r.panel_shape
+    typer.echo(
+        f"panel (T={t:,}, M={m}, F={f}): {r.panel_bytes / GIB:.2f} GiB; build {r.panel_bars_per_second:,.0f} "
+        f"bars/s; build peak RSS increase = {r.panel_peak_increase_ratio:.2f}x the panel"
+    )
+    if r.cuda_peak_bytes is not None:
+        typer.echo(f"CUDA peak allocated during the build: {r.cuda_peak_bytes / GIB:.2f} GiB")

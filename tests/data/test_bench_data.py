@@ -1,0 +1,51 @@
+"""``finpod bench data`` at a tiny size: the JSON report has every field, and the figures add up."""
+
+from __future__ import annotations
+
+import json
+
+from clirun import run_cli
+
+
+def test_bench_data_json_reports_every_stage_and_the_panel() -> None:
+    result = run_cli("bench", "data", "--symbols", "3", "--days", "4", "--seed", "1", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["bars"] == 3 * 4 * 390
+    assert [stage["name"] for stage in report["stages"]] == ["synth", "write", "read", "panel"]
+    for stage in report["stages"]:
+        assert stage["seconds"] > 0
+        assert stage["bars_per_second"] == report["bars"] / stage["seconds"]
+        assert stage["peak_rss_bytes"] >= stage["rss_before_bytes"] > 0
+        assert stage["peak_rss_increase_bytes"] == stage["peak_rss_bytes"] - stage["rss_before_bytes"]
+    assert report["panel_bars_per_second"] == report["stages"][-1]["bars_per_second"]
+    assert report["panel_shape"] == [4 * 390, 3, 12]
+    t, m, f = report["panel_shape"]
+    float32_tensors_bytes = 4 * (5 * t * m + t * m * f)
+    assert report["panel_bytes"] > float32_tensors_bytes
+    expected_ratio = report["stages"][-1]["peak_rss_increase_bytes"] / report["panel_bytes"]
+    assert report["panel_peak_increase_ratio"] == expected_ratio
+    assert report["cuda_peak_bytes"] is None
+    assert report["device"] == "cpu"
+    assert report["memory_method"]
+
+
+def test_bench_data_text_names_bars_per_second_and_memory() -> None:
+    result = run_cli("bench", "data", "--symbols", "2", "--days", "3")
+    assert result.exit_code == 0, result.stderr
+    assert "bars/s" in result.stdout
+    assert "peak RSS" in result.stdout
+    assert "x the panel" in result.stdout
+
+
+def test_bench_data_rejects_too_few_sessions() -> None:
+    result = run_cli("bench", "data", "--symbols", "2", "--days", "2")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --symbols must be >= 1 and --days >= 3")
+    assert result.stderr.count("\n") == 1
+
+
+def test_bench_data_rejects_an_unknown_device() -> None:
+    result = run_cli("bench", "data", "--symbols", "2", "--days", "3", "--device", "tpu")
+    assert result.exit_code == 2
+    assert "error: --device 'tpu'" in result.stderr

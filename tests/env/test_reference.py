@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 
+from env.panels import random_panel
 from env.reference import reference_batch
 from env.rollout import Case, cases, rollout
+from finpod.env import EnvConfig
 
 STEPS = 16
 MONEY_RTOL = 2e-6
@@ -21,9 +26,7 @@ def _np(t: object) -> np.ndarray:
     return np.asarray(t, dtype=np.float64)
 
 
-@settings(max_examples=60, deadline=None)
-@given(case=cases())
-def test_batched_env_matches_float64_reference(case: Case) -> None:
+def _assert_matches_reference(case: Case) -> None:
     money_atol = MONEY_RTOL * case.config.initial_cash_usd
     compared = 0
     for _, tr in rollout(case, STEPS):
@@ -55,3 +58,29 @@ def test_batched_env_matches_float64_reference(case: Case) -> None:
     assert compared >= STEPS * case.num_envs // 2, (
         "too few steps compared: rounding excuses swallowed the test"
     )
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=cases())
+def test_batched_env_matches_float64_reference(case: Case) -> None:
+    _assert_matches_reference(case)
+
+
+@pytest.mark.parametrize("action_mode", ["weights", "share_delta"])
+@pytest.mark.parametrize("fill", ["next_open", "next_close"])
+@pytest.mark.parametrize("whole_shares", [False, True])
+@pytest.mark.parametrize("max_participation", [math.inf, 0.05])
+def test_every_mode_matches_the_reference(
+    action_mode: str, fill: str, whole_shares: bool, max_participation: float
+) -> None:
+    config = EnvConfig(
+        fee_rate=0.002,
+        half_spread_bps=10.0,
+        max_participation=max_participation,
+        action_mode=action_mode,  # type: ignore[arg-type]
+        fill=fill,  # type: ignore[arg-type]
+        whole_shares=whole_shares,
+        horizon_bars=5,
+    )
+    panel = random_panel(num_bars=40, num_assets=4, num_features=2, seed=17, untradable_fraction=0.2)
+    _assert_matches_reference(Case(panel=panel, config=config, num_envs=4, seed=17))

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+
+import torch
 
 from engine._tournament_kit import ROUND_ENV_STEPS, new_tournament, resume_tournament, tournament_config
 from podracer import LocalBackend, TournamentEvent, read_events
+from podracer.backends.local import default_torch_threads_per_slot
 
 RESIZES = {3: 3, 12: 1, 20: 2}
 """Rounds finished -> slots to set: grow from 1 to 3, shrink to 1, grow to 2."""
@@ -66,3 +70,17 @@ def test_zero_slots_pause_the_run_and_resume_continues(tmp_path: Path) -> None:
     resumed = resume_tournament(tmp_path).run()
     assert resumed.env_steps >= 20 * ROUND_ENV_STEPS
     assert read_events(tmp_path)[-1]["data"]["budget_spent"] is True
+
+
+def test_local_backend_runs_tasks_with_its_share_of_torch_threads() -> None:
+    threads_before = torch.get_num_threads()
+    backend = LocalBackend(slots=2, torch_threads_per_slot=1)
+    try:
+        assert backend.submit(torch.get_num_threads).result() == 1
+        backend.set_slots(5)
+        futures = [backend.submit(lambda: threading.current_thread().name) for _ in range(5)]
+        assert all(f.result().startswith("podracer-pod") for f in futures)
+    finally:
+        backend.shutdown()
+        torch.set_num_threads(threads_before)
+    assert default_torch_threads_per_slot(1) >= default_torch_threads_per_slot(64) == 1

@@ -15,7 +15,7 @@ import pytest
 
 from engine._kill_child import KILL_TEST_CONFIG
 from engine._tournament_kit import Validation, make_agent, resume_tournament
-from podracer import Leaderboard, read_events
+from podracer import Leaderboard
 from podracer.snapshot import load_snapshot
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
@@ -25,13 +25,16 @@ MAX_DELAY_AFTER_FIRST_ROUND_S = 0.25
 """Each kill lands at a uniform random moment up to this long after the child's first new round."""
 CHILD_PROGRESS_TIMEOUT_S = 120.0
 """How long a child may take to import torch and finish a round before the test gives up."""
-POLL_S = 0.01
+POLL_S = 0.05
+ROUND_FINISHED = b'"kind": "round_finished"'
 SCORE_RTOL = 1e-5
 """Re-evaluating a loaded snapshot may run with another torch thread count than the child did."""
 
 
 def _rounds_logged(run_dir: Path) -> int:
-    return sum(1 for event in read_events(run_dir) if event["kind"] == "round_finished")
+    """Rounds the event log shows (a cheap text count: the parent polls while the child works)."""
+    path = run_dir / "events.jsonl"
+    return path.read_bytes().count(ROUND_FINISHED) if path.exists() else 0
 
 
 def _check_intact(run_dir: Path, validation: Validation) -> Leaderboard:

@@ -28,8 +28,9 @@ The model, per symbol ``m``, session ``d`` and bar ``k`` (all returns are log re
 (:func:`drag_symbols`) carry ``-ALPHA_ANNUAL``, the rest none. The alpha is small next to the
 idiosyncratic noise (20 % a year), so any one name is a coin flip over a few months, but a long-only
 basket of the alpha names beats the equal-weight market over years, net of a 0.2 % one-off cost,
-with a long-short information ratio around 1 to 2 (tested in ``tests/data/test_synth.py``). Nothing
-else is predictable: an agent that finds edge beyond this is overfitting.
+(tested in ``tests/data/test_synth.py`` on five seeds). With 40 symbols over five years the
+long-short (alpha minus drag names) Sharpe ratio measured 0.4 to 1.6 across seeds; it grows with
+the number of names. Nothing else is predictable: an agent that finds edge beyond this is overfitting.
 """
 
 from __future__ import annotations

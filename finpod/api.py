@@ -1,0 +1,79 @@
+"""The Python API for research scripts (re-exported as ``finpod.Spec``, ``finpod.run``, ...).
+
+Example::
+
+    import finpod
+
+    bars, manifest = finpod.load_dataset("data/pooksoft_daily")       # bar-schema DataFrame
+    spec = finpod.Spec.from_toml("strategies/demo.toml").with_(tournament={"budget_env_steps": 50_000})
+    result = finpod.run(spec)                                         # train, select, backtest, report
+    result.metrics                                 # DataFrame: Sharpe, drawdown, Calmar... per trader
+    result.backtest.traders["best"].returns        # pyfolio daily returns (pd.Series)
+    result.report_html                             # reports/<run_id>/report.html
+    again = finpod.load_run(result.run_dir)        # reload a finished run (recomputes its backtests)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+
+from finpod.data.store import Manifest, read_dataset
+from finpod.pipeline.main import RunResult, leaderboard_records
+from finpod.pipeline.main import run as _run_pipeline
+from finpod.pipeline.reruns import backtest_run
+from finpod.pipeline.rundir import RunDir
+from finpod.spec import REPO_ROOT, Spec
+from podracer import Leaderboard
+from podracer.orchestrator import LEADERBOARD_DIR
+
+__all__ = ["RunResult", "Spec", "load_dataset", "load_run", "run"]
+
+
+def load_dataset(path: str | Path) -> tuple[pd.DataFrame, Manifest]:
+    """Bars (bar schema: timestamp UTC, symbol, OHLCV) and manifest of a dataset folder.
+
+    A relative ``path`` is taken from the repository root, not the working directory.
+    """
+    folder = Path(path).expanduser()
+    return read_dataset(folder if folder.is_absolute() else REPO_ROOT / folder)
+
+
+def run(
+    spec: Spec | str | Path,
+    *,
+    out: str | Path | None = None,
+    resume: bool = False,
+    data_root: str | Path | None = None,
+    quiet: bool = False,
+) -> RunResult:
+    """Run the main job (train, select on validation, backtest, report) and return its results.
+
+    Args:
+        spec: a :class:`Spec` or the path of a spec file.
+        out: folder that receives ``<run_id>/`` (default: the repository's ``reports/``).
+        resume: continue the newest unfinished run of this exact spec under ``out``.
+        data_root: where a synthetic spec's generated dataset is cached (default: ``data/``).
+        quiet: print nothing (no progress bar, no summary table).
+    """
+    resolved = spec if isinstance(spec, Spec) else Spec.from_toml(spec)
+    console = Console(quiet=quiet)
+    return _run_pipeline(
+        resolved,
+        out=None if out is None else Path(out),
+        resume=resume,
+        data_root=None if data_root is None else Path(data_root),
+        console=console,
+    )
+
+
+def load_run(run_dir: str | Path) -> RunResult:
+    """A finished run, its validation and backtest segments recomputed (deterministically)."""
+    run_folder = RunDir(Path(run_dir).expanduser().resolve())
+    spec = run_folder.load_spec()
+    validation = backtest_run(run_folder.root, "validation")
+    backtest = backtest_run(run_folder.root, "backtest")
+    entries = leaderboard_records(Leaderboard.open(run_folder.tournament / LEADERBOARD_DIR))
+    return RunResult(run_folder.root, spec, validation, backtest, entries, run_folder.root / "report.html")

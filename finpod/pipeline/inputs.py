@@ -1,0 +1,125 @@
+"""What a run trains and trades on: the spec's bars, and the two panels built from them.
+
+THE rule (DESIGN.md, Splits): the tournament and the selection see only :func:`selection_panel`,
+which is built from bars strictly before the backtest segment's first session; the backtest panel is
+built by :func:`backtest_panel` only after selection. Nothing that ranks, stops or tunes can read a
+backtest bar, and ``tests/app/test_leak.py`` proves it by making those bars garbage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from finpod.data.panel import Panel
+from finpod.data.panel_builder import build_panel
+from finpod.data.store import read_dataset, write_dataset
+from finpod.data.synth import synth_market
+from finpod.data.universe import ever_members
+from finpod.errors import DataError
+from finpod.spec import REPO_ROOT, Spec
+
+DEFAULT_DATA_ROOT = REPO_ROOT / "data"
+"""Where generated synthetic datasets are cached (resolved from the package, not the cwd)."""
+SELECTION_SEGMENTS = ("train", "validation")
+
+
+def dataset_for(spec: Spec, data_root: Path) -> Path:
+    """The dataset folder of ``spec``: its ``data.path``, or the cached synthetic market.
+
+    A synthetic spec's market is generated once, deterministically from ``data.synthetic`` and the
+    frequency, into ``data_root/synthetic-<hash>/`` and read back from there afterwards.
+    """
+    if spec.data.source == "dataset":
+        return spec.dataset_path()
+    shape = {"frequency": spec.frequency, **spec.data.synthetic.model_dump(mode="json")}
+    digest = hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:12]
+    folder = data_root / f"synthetic-{digest}"
+    if not folder.is_dir():
+        synth = spec.data.synthetic
+        bars = synth_market(
+            n_symbols=synth.n_symbols,
+            n_days=synth.n_days,
+            freq=spec.frequency,
+            seed=synth.seed,
+            start=synth.start_date.isoformat(),
+        )
+        write_dataset(
+            bars,
+            folder,
+            source="synthetic",
+            frequency=spec.frequency,
+            adjustment="synthetic",
+            repairs={},
+            notes=[f"finpod synthetic market {json.dumps(shape, sort_keys=True)}"],
+        )
+    return folder
+
+
+def load_bars(dataset: Path) -> pd.DataFrame:
+    """The dataset's bars (bar schema)."""
+    bars, _ = read_dataset(dataset)
+    return bars
+
+
+def backtest_start_utc(spec: Spec) -> pd.Timestamp:
+    """UTC midnight of the backtest's first session: every bar of that session starts at or after it."""
+    return pd.Timestamp(spec.segments.backtest[0], tz="UTC")
+
+
+def bars_before_backtest(spec: Spec, bars: pd.DataFrame) -> pd.DataFrame:
+    """Only the bars that start strictly before the backtest segment (a copy)."""
+    return bars.loc[bars["timestamp"] < backtest_start_utc(spec)].copy()
+
+
+def universe_symbols(spec: Spec, bars: pd.DataFrame) -> list[str]:
+    """The assets the agents trade: the spec's universe intersected with the dataset, sorted.
+
+    The benchmark ETF is never one of them. For ``nasdaq100`` it is every ticker that was a member
+    on some day of the three segments (the panel's tradable mask then follows membership day by
+    day). The list depends on which symbols are present and on index membership, never on prices,
+    so the selection and backtest panels have the same columns.
+    """
+    present = set(bars["symbol"].unique()) - {spec.benchmark_symbol}
+    if spec.universe == "all":
+        return sorted(present)
+    if spec.universe == "nasdaq100":
+        members = ever_members(spec.segments.train[0], spec.segments.backtest[1])
+        return sorted(present & members)
+    missing = sorted(set(spec.universe) - present)
+    if missing:
+        raise DataError(
+            f"universe: {', '.join(missing)} not in the dataset; fix: remove them from the spec's "
+            "universe or use a dataset that has them"
+        )
+    return sorted(spec.universe)
+
+
+def selection_panel(spec: Spec, bars: pd.DataFrame, symbols: list[str], device: str) -> Panel:
+    """The panel the tournament trains and ranks on: train + validation, no backtest bar at all."""
+    return _panel(spec, bars_before_backtest(spec, bars), symbols, device, SELECTION_SEGMENTS)
+
+
+def backtest_panel(spec: Spec, bars: pd.DataFrame, symbols: list[str], device: str) -> Panel:
+    """The full panel (train + validation + backtest), built only for the final backtest."""
+    return _panel(spec, bars, symbols, device, ("train", "validation", "backtest"))
+
+
+def _panel(spec: Spec, bars: pd.DataFrame, symbols: list[str], device: str, names: tuple[str, ...]) -> Panel:
+    segments = {name: spec.segments.as_dict()[name] for name in names}
+    universe = "nasdaq100" if spec.universe == "nasdaq100" else None
+    return build_panel(
+        bars,
+        symbols=symbols,
+        universe=universe,
+        freq=spec.frequency,
+        start=segments["train"][0],
+        end=segments[names[-1]][1],
+        segments=segments,
+        device=torch.device(device),
+        benchmark_symbol=spec.benchmark(),
+    )

@@ -1,0 +1,229 @@
+"""The main job: spec -> tournament (train, rank on validation) -> selection -> backtest -> report.
+
+Order of events, and what each step can see:
+
+1. the spec's bars are loaded; the SELECTION panel is built from the bars before the backtest
+   segment only (:func:`finpod.pipeline.inputs.selection_panel`);
+2. the tournament trains pods on its ``train`` segment and ranks them on its ``validation`` segment;
+3. selection: the best leaderboard entry and the top-k ensemble (ranked on validation);
+4. only now is the BACKTEST panel built, and each trader and baseline passes over it once;
+5. the report is written into the run folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from rich.console import Console
+
+import finpod
+from finpod.backtest.result import BacktestResult
+from finpod.backtest.runner import run_backtest
+from finpod.data.panel import Panel
+from finpod.env.trading_env import TradingEnv
+from finpod.errors import SpecError
+from finpod.pipeline.inputs import (
+    DEFAULT_DATA_ROOT,
+    backtest_panel,
+    dataset_for,
+    load_bars,
+    selection_panel,
+    universe_symbols,
+)
+from finpod.pipeline.progress import TrainingMonitor
+from finpod.pipeline.reporting import write_report
+from finpod.pipeline.rundir import RunDir, create_run_dir, find_resumable, reports_root
+from finpod.pipeline.summary import print_summary
+from finpod.pipeline.training import (
+    TRAIN_SEGMENT,
+    AgentFactory,
+    agent_factory,
+    base_agent_config,
+    deterministic_policy,
+    env_config,
+    validation_score,
+)
+from finpod.report.metrics import metrics_table
+from finpod.spec import Spec
+from podracer import EnsemblePolicy, Leaderboard, Policy, Tournament, TournamentConfig
+from podracer.orchestrator import STATE_NAME
+
+PROBE_ENVS = 1
+PROBE_SEED = 0
+"""A one-env probe only tells the agent factory the observation and action sizes."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run.
+
+    Attributes:
+        run_dir: ``reports/<run_id>/``.
+        spec: the spec that ran.
+        validation: traders and baselines over the validation segment (what selection saw).
+        backtest: traders and baselines over the held-out backtest segment.
+        leaderboard: final leaderboard entries, best first (rank, pod, lineage, validation score).
+        report_html: the self-contained HTML report.
+    """
+
+    run_dir: Path
+    spec: Spec
+    validation: BacktestResult
+    backtest: BacktestResult
+    leaderboard: list[dict[str, Any]]
+    report_html: Path
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        """Backtest metrics, one row per trader and baseline (Sharpe, drawdown, Calmar, ...)."""
+        return metrics_table(self.backtest)
+
+    @property
+    def validation_metrics(self) -> pd.DataFrame:
+        """The same figures over the validation segment."""
+        return metrics_table(self.validation)
+
+
+def run(
+    spec: Spec,
+    *,
+    out: Path | None = None,
+    resume: bool = False,
+    data_root: Path | None = None,
+    console: Console | None = None,
+) -> RunResult:
+    """Run the main job for ``spec`` and write its report.
+
+    Args:
+        spec: the strategy.
+        out: folder that receives ``<run_id>/`` (default: the repository's ``reports/``).
+        resume: continue the newest unfinished run of this exact spec under ``out``.
+        data_root: where a synthetic spec's generated dataset is cached (default: ``data/``).
+        console: where progress and the summary go (default: stdout).
+
+    Raises:
+        SpecError, DataError: a bad spec, option or dataset (one line each).
+    """
+    console = console or Console()
+    device = torch.device(spec.resolve_device())
+    root = reports_root(out)
+    dataset = dataset_for(spec, data_root or DEFAULT_DATA_ROOT)
+    if resume:
+        run_dir = find_resumable(spec, root)
+        console.print(f"resuming [bold]{run_dir.run_id}[/]")
+    else:
+        run_dir = create_run_dir(spec, root, _run_info(spec, dataset, device))
+        console.print(f"run [bold]{run_dir.run_id}[/] on {device}")
+    bars = load_bars(dataset)
+    symbols = universe_symbols(spec, bars)
+    panel = selection_panel(spec, bars, symbols, str(device))
+    leaderboard, history = train(spec, panel, run_dir, device, resume=resume, console=console)
+    run_dir.set_status("backtesting")
+    factory = agent_factory(_probe(spec, panel, device), device)
+    policies = select(spec, leaderboard, factory)
+    validation = run_backtest(panel, "validation", env_config(spec, random_start=False), policies, device)
+    del panel
+    full = backtest_panel(spec, bars, symbols, str(device))
+    backtest = run_backtest(full, "backtest", env_config(spec, random_start=False), policies, device)
+    entries = leaderboard_records(leaderboard)
+    paths = write_report(
+        run_dir.root,
+        backtest=backtest,
+        validation=validation,
+        spec=spec.resolved_dict(),
+        leaderboard_history=history,
+        leaderboard_entries=entries,
+        run_info=run_dir.read_info(),
+    )
+    run_dir.set_status("done")
+    print_summary(console, backtest, validation, paths.html)
+    return RunResult(run_dir.root, spec, validation, backtest, entries, paths.html)
+
+
+def train(
+    spec: Spec, panel: Panel, run_dir: RunDir, device: torch.device, *, resume: bool, console: Console
+) -> tuple[Leaderboard, list[dict[str, Any]]]:
+    """Run (or resume) the tournament on ``panel``'s train segment, ranked on its validation segment.
+
+    ``panel`` must be the selection panel: it holds no backtest bar.
+
+    Returns:
+        The final leaderboard and its history (one record per pod round).
+    """
+    if "backtest" in panel.segments:
+        raise SpecError("internal: the tournament was handed a panel with backtest bars")
+    train_config = env_config(spec, random_start=True)
+    eval_config = env_config(spec, random_start=False)
+    factory = agent_factory(_probe(spec, panel, device), device)
+
+    def make_env(seed: int) -> TradingEnv:
+        return TradingEnv(panel, TRAIN_SEGMENT, train_config, spec.env.num_envs, seed, device)
+
+    def evaluate(policy: Policy) -> float:
+        return validation_score(panel, eval_config, policy, device)
+
+    base = base_agent_config(spec)
+    if resume and (run_dir.tournament / STATE_NAME).is_file():
+        tournament = Tournament.resume(run_dir.tournament, factory, base, make_env, evaluate)
+    else:
+        tournament = Tournament(
+            tournament_config(spec), run_dir.tournament, factory, base, make_env, evaluate
+        )
+    scores = lambda: tournament.leaderboard.scores()  # noqa: E731
+    with TrainingMonitor(console, run_dir.tensorboard, spec.tournament.budget_env_steps, scores) as monitor:
+        result = tournament.run(on_event=monitor)
+    if not result.leaderboard.entries:
+        raise SpecError(
+            "the tournament finished without scoring any pod; fix: raise tournament.budget_env_steps "
+            "or tournament.budget_seconds"
+        )
+    return result.leaderboard, [dataclasses.asdict(record) for record in result.history]
+
+
+def tournament_config(spec: Spec) -> TournamentConfig:
+    """The spec's ``[tournament]`` table (and seed) as podracer's config."""
+    settings = spec.tournament.model_dump(exclude={"ensemble_k"})
+    return TournamentConfig(**settings, seed=spec.seed)
+
+
+def select(spec: Spec, leaderboard: Leaderboard, factory: AgentFactory) -> dict[str, Policy]:
+    """The traders: the best leaderboard entry, and the top-k ensemble when k >= 2 entries exist."""
+    policies: dict[str, Policy] = {"best": deterministic_policy(leaderboard.load_agent(0, factory))}
+    k = min(spec.tournament.ensemble_k, len(leaderboard.entries))
+    if k >= 2:
+        policies[f"ensemble_top{k}"] = EnsemblePolicy.from_leaderboard(leaderboard, k, factory)
+    return policies
+
+
+def leaderboard_records(leaderboard: Leaderboard) -> list[dict[str, Any]]:
+    """The leaderboard's entries as plain dicts with a 1-based ``rank`` (best first)."""
+    records = []
+    for rank, entry in enumerate(leaderboard.entries, start=1):
+        record = entry.to_record()
+        records.append({"rank": rank, **record})
+    return records
+
+
+def _probe(spec: Spec, panel: Panel, device: torch.device) -> TradingEnv:
+    return TradingEnv(
+        panel, TRAIN_SEGMENT, env_config(spec, random_start=True), PROBE_ENVS, PROBE_SEED, device
+    )
+
+
+def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]:
+    return {
+        "spec_name": spec.name,
+        "dataset": str(dataset),
+        "device": str(device),
+        "finpod_version": finpod.__version__,
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }

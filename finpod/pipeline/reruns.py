@@ -1,0 +1,87 @@
+"""Reruns on a finished run folder: ``finpod backtest RUN_DIR`` and ``finpod report RUN_DIR``.
+
+A rerun rebuilds the traders from the run's leaderboard and the market from the run's resolved spec
+and dataset; the backtest is deterministic, so it reproduces the run's figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from rich.console import Console
+
+from finpod.backtest.result import BacktestResult
+from finpod.backtest.runner import run_backtest
+from finpod.env.trading_env import TradingEnv
+from finpod.errors import SpecError
+from finpod.pipeline.inputs import backtest_panel, load_bars, selection_panel, universe_symbols
+from finpod.pipeline.main import PROBE_ENVS, PROBE_SEED, select
+from finpod.pipeline.reporting import rebuild_report
+from finpod.pipeline.rundir import RunDir
+from finpod.pipeline.summary import print_summary
+from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, env_config
+from podracer import Leaderboard
+from podracer.orchestrator import LEADERBOARD_DIR
+
+RERUN_DIR = "rerun"
+"""Sub-folder of a run where reruns write their pyfolio CSVs, one folder per segment."""
+
+
+def backtest_run(run_dir: Path, segment: str) -> BacktestResult:
+    """Recompute segment ``segment`` (``validation`` or ``backtest``) of a finished run.
+
+    Raises:
+        SpecError: not a run folder, or its tournament left no leaderboard.
+    """
+    run = RunDir(Path(run_dir).expanduser().resolve())
+    info = run.read_info()
+    spec = run.load_spec()
+    board_dir = run.tournament / LEADERBOARD_DIR
+    if not board_dir.is_dir():
+        raise SpecError(
+            f"{run.root}: the tournament has no leaderboard yet; fix: finish it with "
+            f"`finpod run {run.spec_toml} --resume`"
+        )
+    device = torch.device(spec.resolve_device())
+    bars = load_bars(Path(info["dataset"]))
+    symbols = universe_symbols(spec, bars)
+    build = selection_panel if segment == "validation" else backtest_panel
+    panel = build(spec, bars, symbols, str(device))
+    probe = TradingEnv(
+        panel, TRAIN_SEGMENT, env_config(spec, random_start=True), PROBE_ENVS, PROBE_SEED, device
+    )
+    policies = select(spec, Leaderboard.open(board_dir), agent_factory(probe, device))
+    return run_backtest(panel, segment, env_config(spec, random_start=False), policies, device)
+
+
+def rerun_backtest(run_dir: Path, segment: str, *, console: Console) -> BacktestResult:
+    """Recompute a segment, print its table and write pyfolio CSVs under ``<run>/rerun/<segment>/``."""
+    result = backtest_run(run_dir, segment)
+    folder = Path(run_dir).expanduser().resolve() / RERUN_DIR / segment
+    write_pyfolio_csvs(result, folder)
+    print_summary(console, result, None, None)
+    console.print(f"pyfolio CSVs: {folder}", soft_wrap=True)
+    return result
+
+
+def write_pyfolio_csvs(result: BacktestResult, folder: Path) -> None:
+    """``returns.csv`` (one column per trader) and ``<name>_positions.csv`` / ``_transactions.csv``."""
+    import pandas as pd
+
+    folder.mkdir(parents=True, exist_ok=True)
+    returns = pd.DataFrame({name: trader.returns for name, trader in result.traders.items()})
+    returns.to_csv(folder / "returns.csv")
+    for name, trader in result.traders.items():
+        trader.positions_usd.to_csv(folder / f"{name}_positions.csv")
+        trader.transactions.to_csv(folder / f"{name}_transactions.csv")
+
+
+def rebuild(run_dir: Path, *, console: Console) -> Path:
+    """Rebuild the report of a run folder; returns the path of ``report.html``."""
+    run = RunDir(Path(run_dir).expanduser().resolve())
+    run.read_info()
+    paths = rebuild_report(run.root)
+    console.print(f"report: {paths.html}", soft_wrap=True)
+    html: Path = paths.html
+    return html

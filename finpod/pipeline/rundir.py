@@ -1,0 +1,131 @@
+"""A run's folder: ``reports/<run_id>/`` with the resolved spec, the tournament, TensorBoard and report.
+
+``run_id`` = ``<UTC yyyymmdd-HHMMSS>-<spec name>-<8 hex of the resolved spec's hash>``. The status
+file ``run.json`` says whether the run finished; ``--resume`` picks the newest unfinished run of the
+same resolved spec.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from finpod.errors import SpecError
+from finpod.spec import REPO_ROOT, Spec
+
+DEFAULT_REPORTS_ROOT = REPO_ROOT / "reports"
+"""Where runs go unless ``--out`` says otherwise (resolved from the package, not the cwd)."""
+RUN_FILE = "run.json"
+SPEC_TOML = "spec.toml"
+SPEC_JSON = "spec.json"
+
+RunStatus = Literal["training", "backtesting", "done"]
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths inside one run folder."""
+
+    root: Path
+
+    @property
+    def run_id(self) -> str:
+        """The folder's name."""
+        return self.root.name
+
+    @property
+    def spec_toml(self) -> Path:
+        """The resolved spec, TOML (what ``finpod run`` can run again)."""
+        return self.root / SPEC_TOML
+
+    @property
+    def spec_json(self) -> Path:
+        """The resolved spec, JSON (for scripts)."""
+        return self.root / SPEC_JSON
+
+    @property
+    def tournament(self) -> Path:
+        """The podracer tournament's folder (leaderboard, pods, history)."""
+        return self.root / "tournament"
+
+    @property
+    def tensorboard(self) -> Path:
+        """TensorBoard event files (``tensorboard --logdir <this>``)."""
+        return self.root / "tensorboard"
+
+    @property
+    def run_file(self) -> Path:
+        """``run.json``: status, spec hash, device, dataset, times."""
+        return self.root / RUN_FILE
+
+    def read_info(self) -> dict[str, Any]:
+        """``run.json`` as a dict.
+
+        Raises:
+            SpecError: the folder is not a finpod run.
+        """
+        if not self.run_file.is_file():
+            raise SpecError(f"{self.root}: not a finpod run folder (no {RUN_FILE}); pass reports/<run_id>")
+        info: dict[str, Any] = json.loads(self.run_file.read_text(encoding="utf-8"))
+        return info
+
+    def write_info(self, info: dict[str, Any]) -> None:
+        """Replace ``run.json`` atomically."""
+        tmp = self.run_file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(info, indent=2, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, self.run_file)
+
+    def set_status(self, status: RunStatus) -> None:
+        """Record the run's progress in ``run.json``."""
+        info = self.read_info()
+        info["status"] = status
+        info[f"{status}_at"] = _now().isoformat(timespec="seconds")
+        self.write_info(info)
+
+    def load_spec(self) -> Spec:
+        """The resolved spec saved with the run."""
+        if not self.spec_toml.is_file():
+            raise SpecError(f"{self.root}: no {SPEC_TOML}; pass a folder made by `finpod run`")
+        return Spec.from_toml(self.spec_toml)
+
+
+def reports_root(out: Path | None) -> Path:
+    """``out`` (absolute) or the repository's ``reports/`` folder."""
+    return (out.expanduser().resolve() if out is not None else DEFAULT_REPORTS_ROOT).resolve()
+
+
+def create_run_dir(spec: Spec, root: Path, run_info: dict[str, Any]) -> RunDir:
+    """Make ``root/<run_id>/`` and save the resolved spec (TOML and JSON) and ``run.json``."""
+    stamp = _now().strftime("%Y%m%d-%H%M%S")
+    run = RunDir(root / f"{stamp}-{spec.name}-{spec.spec_hash()}")
+    run.root.mkdir(parents=True, exist_ok=False)
+    run.spec_toml.write_text(spec.to_toml(), encoding="utf-8")
+    run.spec_json.write_text(json.dumps(spec.resolved_dict(), indent=2), encoding="utf-8")
+    run.write_info({**run_info, "run_id": run.run_id, "spec_hash": spec.spec_hash(), "status": "training"})
+    return run
+
+
+def find_resumable(spec: Spec, root: Path) -> RunDir:
+    """The newest unfinished run of this exact resolved spec under ``root``.
+
+    Raises:
+        SpecError: there is none.
+    """
+    pattern = f"*-{spec.name}-{spec.spec_hash()}"
+    candidates = sorted(root.glob(pattern), reverse=True) if root.is_dir() else []
+    for folder in candidates:
+        run = RunDir(folder)
+        if run.run_file.is_file() and run.read_info().get("status") != "done":
+            return run
+    raise SpecError(
+        f"no unfinished run of spec {spec.name!r} (hash {spec.spec_hash()}) under {root}; "
+        "fix: drop --resume to start a new run (a changed spec starts a new run)"
+    )
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)

@@ -1,0 +1,60 @@
+"""The summary table printed at the end of a run (and by ``finpod backtest``)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from finpod.backtest.result import BacktestResult
+from finpod.report.metrics import metrics_table
+
+PERCENT_COLUMNS = ("cumulative_return", "annual_return", "annual_volatility", "max_drawdown")
+RATIO_COLUMNS = ("sharpe_ratio", "sortino_ratio", "calmar_ratio")
+HEADERS = {
+    "cumulative_return": "return",
+    "annual_return": "ann. ret",
+    "annual_volatility": "ann. vol",
+    "max_drawdown": "max DD",
+    "sharpe_ratio": "Sharpe",
+    "sortino_ratio": "Sortino",
+    "calmar_ratio": "Calmar",
+}
+
+
+def segment_table(backtest: BacktestResult, validation: BacktestResult | None = None) -> Table:
+    """A rich table: one row per trader and baseline; backtest figures (and validation Sharpe)."""
+    table = Table(title=f"{backtest.segment} {backtest.start.date()} .. {backtest.end.date()}")
+    table.add_column("trader", no_wrap=True)
+    for key in (*PERCENT_COLUMNS, *RATIO_COLUMNS):
+        table.add_column(HEADERS[key], justify="right")
+    if validation is not None:
+        table.add_column("val. Sharpe", justify="right")
+    figures = metrics_table(backtest)
+    val_sharpe = metrics_table(validation)["sharpe_ratio"].to_dict() if validation is not None else None
+    for name, row in figures.to_dict(orient="index").items():
+        cells = [_fmt(float(row[key]), percent=True) for key in PERCENT_COLUMNS]
+        cells += [_fmt(float(row[key]), percent=False) for key in RATIO_COLUMNS]
+        if val_sharpe is not None:
+            cells.append(_fmt(float(val_sharpe.get(name, math.nan)), percent=False))
+        table.add_row(str(name), *cells)
+    return table
+
+
+def print_summary(
+    console: Console, backtest: BacktestResult, validation: BacktestResult | None, report_html: Path | None
+) -> None:
+    """Print the segment table, the backtest notes and the report's path."""
+    console.print(segment_table(backtest, validation))
+    for note in backtest.notes:
+        console.print(f"note: {note}")
+    if report_html is not None:
+        console.print(f"report: {report_html}", soft_wrap=True)
+
+
+def _fmt(value: float, *, percent: bool) -> str:
+    if not math.isfinite(value):
+        return "-"
+    return f"{value:+.2%}" if percent else f"{value:+.2f}"

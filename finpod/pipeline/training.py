@@ -1,0 +1,67 @@
+"""The tournament of a run: pods learn on the TRAIN segment and are ranked on VALIDATION.
+
+Validation score (what the leaderboard ranks by): the annualised Sharpe ratio (empyrical, zero
+risk-free rate, 252 sessions a year) of the policy's daily returns over one deterministic pass of
+the validation segment; a policy whose returns have zero volatility (it never leaves cash) scores 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import empyrical as ep
+import torch
+
+from finpod.backtest.pyfolio_format import ledger_to_result
+from finpod.backtest.runner import run_policy
+from finpod.data.panel import Panel
+from finpod.env.config import EnvConfig
+from finpod.env.trading_env import TradingEnv
+from finpod.spec import Spec, ppo_config_from
+from podracer import AgentFactory, PodAgent
+from podracer.api import Agent, Policy
+from podracer.ppo import PPOAgent, PPOConfig
+
+VALIDATION_SEGMENT = "validation"
+TRAIN_SEGMENT = "train"
+
+
+def env_config(spec: Spec, *, random_start: bool) -> EnvConfig:
+    """The spec's env settings as :class:`EnvConfig` (``num_envs`` is the batch, not a setting)."""
+    settings = spec.env.model_dump(exclude={"num_envs"})
+    return EnvConfig(**settings, random_start=random_start)
+
+
+def validation_score(panel: Panel, config: EnvConfig, policy: Policy, device: torch.device) -> float:
+    """Annualised Sharpe of ``policy``'s daily returns over the validation segment (0 if flat)."""
+    ledger = run_policy(panel, VALIDATION_SEGMENT, config, policy, device)
+    returns = ledger_to_result("candidate", "trader", panel, ledger, config.initial_cash_usd).returns
+    sharpe = float(ep.sharpe_ratio(returns.to_numpy()))
+    return sharpe if math.isfinite(sharpe) else 0.0
+
+
+def agent_factory(probe: TradingEnv, device: torch.device) -> AgentFactory:
+    """``(PPOConfig, seed) -> PPOAgent`` sized for the env ``probe``."""
+
+    def make(config: PPOConfig, seed: int) -> PodAgent:
+        return PPOAgent(
+            probe.obs_dim, probe.action_dim, probe.action_low, probe.action_high, config, device, seed
+        )
+
+    return make
+
+
+def deterministic_policy(agent: Agent) -> Policy:
+    """The agent's deterministic action as a :data:`Policy`."""
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        return agent.act(obs, deterministic=True)
+
+    return act
+
+
+def base_agent_config(spec: Spec) -> PPOConfig:
+    """The spec's ``[agent]`` table as the PPOConfig the first pods start from."""
+    config: PPOConfig = ppo_config_from(spec.agent)
+    return dataclasses.replace(config)

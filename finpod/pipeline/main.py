@@ -38,7 +38,7 @@ from finpod.pipeline.inputs import (
     universe_symbols,
 )
 from finpod.pipeline.progress import TrainingMonitor
-from finpod.pipeline.reporting import write_report
+from finpod.pipeline.reporting import metrics_table, write_report
 from finpod.pipeline.rundir import RunDir, create_run_dir, find_resumable, reports_root
 from finpod.pipeline.summary import print_summary
 from finpod.pipeline.training import (
@@ -50,7 +50,6 @@ from finpod.pipeline.training import (
     env_config,
     validation_score,
 )
-from finpod.report.metrics import metrics_table
 from finpod.spec import Spec
 from podracer import EnsemblePolicy, Leaderboard, Policy, Tournament, TournamentConfig
 from podracer.orchestrator import STATE_NAME

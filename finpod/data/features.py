@@ -1,7 +1,7 @@
 """The standard causal feature set, computed in torch on aligned ``(T, M)`` bars.
 
 Every feature at bar ``t`` uses bars ``<= t`` only: differences look back, rolling windows end at
-``t`` (differences of running sums), EMAs are exact causal recursions (evaluated chunk-wise with a
+``t`` (differences of running sums), EMAs are exact causal recursions (evaluated block-wise with a
 lower-triangular matrix, so future rows enter with weight exactly 0). Features, in order:
 
 ============== ============================================================== ==============
@@ -51,7 +51,7 @@ CLIP_SIGMAS: Final[float] = 5.0
 TRADING_DAYS_PER_WEEK: Final[int] = 5
 RSI_NEUTRAL: Final[float] = 50.0
 EMA_CHUNK_BARS: Final[int] = 128
-"""Rows per block of the chunked EMA: cost ``T * M * EMA_CHUNK_BARS`` and ``T / EMA_CHUNK_BARS`` steps."""
+"""Rows per block of the chunked EMA (its cost is ``T * M * EMA_CHUNK_BARS`` multiply-adds)."""
 COLUMN_CHUNK_SYMBOLS: Final[int] = 16
 """Symbols per block when computing raw features (bounds temporaries to ~20 ``(T, 16)`` tensors)."""
 ROW_CHUNK_BARS: Final[int] = 8192
@@ -137,35 +137,50 @@ def lag_difference(x: torch.Tensor, lag_bars: int) -> torch.Tensor:
     return out
 
 
+def _decay_matrix(size: int, decay: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``(size, size)`` lower-triangular ``W[i, j] = decay ** (i - j)`` for ``j <= i``, else exactly 0."""
+    lags = torch.arange(size, device=device, dtype=torch.float64)
+    lag_matrix = lags[:, None] - lags[None, :]
+    return torch.where(lag_matrix >= 0, decay ** lag_matrix.clamp(min=0), 0.0).to(dtype)
+
+
+def discounted_cumsum(x: torch.Tensor, decay: float, initial: torch.Tensor) -> torch.Tensor:
+    """``y[t] = x[t] + decay * y[t-1]`` down the rows of ``x`` ``(T, M)``, with ``y[-1] = initial`` ``(M,)``.
+
+    Exact and causal: blocks of :data:`EMA_CHUNK_BARS` rows are solved with a lower-triangular
+    matrix (future rows enter with weight exactly 0) and the block-end states, themselves a
+    discounted cumsum with ``decay ** block``, are solved the same way, recursively (no Python loop
+    over rows or blocks).
+    """
+    num_rows, num_cols = x.shape
+    block = EMA_CHUNK_BARS
+    rows = torch.arange(1, min(num_rows, block) + 1, device=x.device, dtype=torch.float64)
+    if num_rows <= block:
+        weights = _decay_matrix(num_rows, decay, x.dtype, x.device)
+        return torch.matmul(weights, x) + (decay**rows).to(x.dtype)[:, None] * initial[None, :]
+    num_blocks = -(-num_rows // block)
+    padded = torch.zeros(num_blocks * block, num_cols, dtype=x.dtype, device=x.device)
+    padded[:num_rows] = x
+    partial = torch.matmul(
+        _decay_matrix(block, decay, x.dtype, x.device), padded.view(num_blocks, block, num_cols)
+    )
+    block_end = discounted_cumsum(partial[:, -1, :], decay**block, initial)
+    carry_in = torch.cat([initial[None, :], block_end[:-1]])
+    partial += (decay**rows).to(x.dtype)[None, :, None] * carry_in[:, None, :]
+    return partial.view(num_blocks * block, num_cols)[:num_rows]
+
+
 def ema(x: torch.Tensor, span_bars: float, *, alpha: float | None = None) -> torch.Tensor:
     """Causal exponential moving average down the rows of ``x`` ``(T, M)``, seeded with row 0.
 
-    ``y[t] = a * x[t] + (1 - a) * y[t-1]``, ``y[-1] = x[0]``, ``a = alpha`` or ``2 / (span + 1)``.
-    Exact (no truncation): blocks of :data:`EMA_CHUNK_BARS` rows are solved with a lower-triangular
-    matrix and the state is carried block to block, so ``y[t]`` never reads a row after ``t``.
+    ``y[t] = a * x[t] + (1 - a) * y[t-1]``, ``y[-1] = x[0]``, ``a = alpha`` or ``2 / (span + 1)``;
+    exact (no truncation), through :func:`discounted_cumsum`.
 
     Returns:
         float32 ``(T, M)`` on ``x``'s device.
     """
     a = 2.0 / (span_bars + 1.0) if alpha is None else alpha
-    num_rows, num_cols = x.shape
-    block = EMA_CHUNK_BARS
-    num_blocks = -(-num_rows // block)
-    padded = torch.zeros(num_blocks * block, num_cols, dtype=x.dtype, device=x.device)
-    padded[:num_rows] = x
-    lags = torch.arange(block, device=x.device, dtype=torch.float64)
-    lag_matrix = lags[:, None] - lags[None, :]
-    weights = torch.where(lag_matrix >= 0, a * (1.0 - a) ** lag_matrix.clamp(min=0), 0.0).to(x.dtype)
-    partial = torch.matmul(weights, padded.view(num_blocks, block, num_cols))
-    keep_block = (1.0 - a) ** block
-    carry = torch.empty(num_blocks, num_cols, dtype=x.dtype, device=x.device)
-    state = x[0].clone()
-    for b in range(num_blocks):
-        carry[b] = state
-        state = partial[b, -1] + keep_block * state
-    keep_rows = ((1.0 - a) ** (lags + 1.0)).to(x.dtype)
-    partial += keep_rows[None, :, None] * carry[:, None, :]
-    return partial.view(num_blocks * block, num_cols)[:num_rows]
+    return discounted_cumsum(a * x, 1.0 - a, x[0])
 
 
 def rolling_std_mean(x: torch.Tensor, window_bars: int) -> tuple[torch.Tensor, torch.Tensor]:

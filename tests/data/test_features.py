@@ -61,6 +61,18 @@ def test_ema_is_the_exact_recursion_across_blocks() -> None:
     assert torch.allclose(ema(close, 12).double(), expected, rtol=1e-6, atol=0)
 
 
+def test_ema_is_exact_over_two_levels_of_blocks() -> None:
+    rows = EMA_CHUNK_BARS * EMA_CHUNK_BARS + 300
+    x = torch.randn(rows, 1, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    alpha = 1.0 / 14
+    expected = np.empty(rows)
+    state = float(x[0, 0])
+    for t, value in enumerate(x[:, 0].tolist()):
+        state = alpha * value + (1 - alpha) * state
+        expected[t] = state
+    assert np.allclose(ema(x, 14, alpha=alpha)[:, 0].numpy(), expected, rtol=0, atol=1e-9)
+
+
 def test_rolling_std_mean_matches_pandas_on_prices() -> None:
     close, _, _ = _market(1)
     std, mean = rolling_std_mean(close, 20)

@@ -113,11 +113,12 @@ def run(
     console = console or Console()
     device = torch.device(spec.resolve_device())
     root = reports_root(out)
-    dataset = dataset_for(spec, data_root or DEFAULT_DATA_ROOT)
     if resume:
         run_dir = find_resumable(spec, root)
+        dataset = Path(run_dir.read_info()["dataset"])
         console.print(f"resuming [bold]{run_dir.run_id}[/]")
     else:
+        dataset = dataset_for(spec, data_root or DEFAULT_DATA_ROOT)
         run_dir = create_run_dir(spec, root, _run_info(spec, dataset, device))
         console.print(f"run [bold]{run_dir.run_id}[/] on {device}")
     bars = load_bars(dataset)

@@ -6,6 +6,7 @@ Shapes: ``T`` bars, ``M`` assets, ``F`` features per asset, ``N`` envs. Everythi
 from __future__ import annotations
 
 import math
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -55,7 +56,9 @@ def build_market(panel: Panel, segment: str, config: EnvConfig, device: torch.de
         device: where the env runs.
 
     Returns:
-        The :class:`Market` of the whole panel with the segment's episode bounds.
+        The :class:`Market` of the whole panel with the segment's episode bounds. Its tables are
+        read-only and shared by every env built on the same panel object, fill mode, volume cap and
+        device (they are about the panel's size, so a pool of envs must not copy them each).
 
     Raises:
         SpecError: the segment is unknown, out of the panel, or shorter than two bars.
@@ -78,28 +81,44 @@ def build_market(panel: Panel, segment: str, config: EnvConfig, device: torch.de
     horizon = min(config.horizon_bars, segment_bars - 1)
     num_starts = segment_bars - horizon if config.random_start else 1
 
-    fill = panel.open if config.fill == "next_open" else panel.close
-    close = panel.close
-    volume = panel.volume
-    tradable = panel.tradable
-    if config.volume_capped:
-        sell_cap = volume * config.max_participation
-    else:
-        sell_cap = torch.full_like(volume, math.inf)
-    buy_cap = torch.where(tradable, sell_cap, torch.zeros_like(sell_cap))
-    bars = torch.stack([fill, close, buy_cap, sell_cap], dim=1).to(device=device, dtype=torch.float32)
-    progress = torch.from_numpy(session_progress(panel.session_ids))
-    template = observation_template(
-        panel.features.to(device=device, dtype=torch.float32), progress.to(device)
-    )
+    bars, template = _shared_tables(panel, config, device)
     return Market(
-        bars=bars.contiguous(),
+        bars=bars,
         obs_template=template,
         first_bar=start,
         last_bar=stop - 1,
         horizon_bars=horizon,
         num_starts=num_starts,
     )
+
+
+_TableKey = tuple[int, str, float, str]
+_TABLES: dict[_TableKey, tuple[torch.Tensor, torch.Tensor]] = {}
+"""Market tables by (panel id, fill mode, max participation, device); dropped with their panel."""
+
+
+def _shared_tables(
+    panel: Panel, config: EnvConfig, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``bars`` ``(T, 4, M)`` and ``obs_template`` ``(T, D)`` tables of ``panel``, built once."""
+    key = (id(panel), config.fill, config.max_participation, str(device))
+    if key not in _TABLES:
+        _TABLES[key] = _build_tables(panel, config, device)
+        weakref.finalize(panel, _TABLES.pop, key, None)
+    return _TABLES[key]
+
+
+def _build_tables(panel: Panel, config: EnvConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    fill = panel.open if config.fill == "next_open" else panel.close
+    if config.volume_capped:
+        sell_cap = panel.volume * config.max_participation
+    else:
+        sell_cap = torch.full_like(panel.volume, math.inf)
+    buy_cap = torch.where(panel.tradable, sell_cap, torch.zeros_like(sell_cap))
+    bars = torch.stack([fill, panel.close, buy_cap, sell_cap], dim=1)
+    progress = torch.from_numpy(session_progress(panel.session_ids)).to(device)
+    template = observation_template(panel.features.to(device=device, dtype=torch.float32), progress)
+    return bars.to(device=device, dtype=torch.float32).contiguous(), template
 
 
 def session_progress(session_ids: np.ndarray) -> np.ndarray:

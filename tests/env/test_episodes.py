@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ import torch
 
 from env.panels import random_panel
 from finpod.env import EnvConfig, TradingEnv
+from finpod.env import market as market_module
 from finpod.errors import SpecError
 
 PANEL = random_panel(num_bars=300, num_assets=6, num_features=3, seed=11)
@@ -184,3 +186,17 @@ def test_bad_env_arguments_are_spec_errors() -> None:
     with pytest.raises(SpecError, match="bool mask"):
         env.reset_envs(torch.ones(2))
     np.testing.assert_equal(env.obs_dim, PANEL.num_assets * PANEL.num_features + PANEL.num_assets + 3)
+
+
+def test_envs_on_one_panel_share_its_tables_until_the_panel_goes() -> None:
+    panel = random_panel(num_bars=50, num_assets=3, num_features=2, seed=0)
+    train = TradingEnv(panel, "train", EnvConfig(), num_envs=2, seed=0)
+    validation = TradingEnv(panel, "validation", EnvConfig(random_start=False), num_envs=2, seed=1)
+    assert train.market.obs_template is validation.market.obs_template
+    assert train.market.bars is validation.market.bars
+    at_close = TradingEnv(panel, "train", EnvConfig(fill="next_close"), num_envs=2, seed=0)
+    assert at_close.market.bars is not train.market.bars
+    before = len(market_module._TABLES)
+    del panel, train, validation, at_close
+    gc.collect()
+    assert len(market_module._TABLES) == before - 2

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from podracer.api import RoundStats, TensorVectorEnv
+from podracer.errors import PodracerError, SnapshotError
 from podracer.networks import Activation, ActorCritic
 
 LrSchedule = Literal["constant", "linear"]
@@ -45,6 +46,10 @@ STATE_FORMAT = "podracer.ppo/1"
 
 _SEED_SPACE = 2**31 - 1
 """Env reset seeds are drawn uniformly from ``[0, _SEED_SPACE)`` by the agent's generator."""
+
+
+class AgentError(PodracerError, ValueError):
+    """A PPO agent was configured or used wrongly: an invalid hyper-parameter, or an env of another shape."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,7 @@ class PPOConfig:
         positive_ints = ("rollout_steps", "total_env_steps", "update_epochs", "num_minibatches")
         for name in positive_ints:
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"PPOConfig.{name} must be >= 1, got {getattr(self, name)}")
+                raise AgentError(f"PPOConfig.{name} must be >= 1, got {getattr(self, name)}")
         ranges = {
             "gamma": (0.0, 1.0),
             "gae_lambda": (0.0, 1.0),
@@ -131,19 +136,19 @@ class PPOConfig:
             value = float(getattr(self, name))
             if value < low or (high is not None and value > high) or value != value:
                 bound = f"[{low}, {high}]" if high is not None else f">= {low}"
-                raise ValueError(f"PPOConfig.{name} must be in {bound}, got {value}")
+                raise AgentError(f"PPOConfig.{name} must be in {bound}, got {value}")
         if self.lr_schedule not in ("constant", "linear"):
-            raise ValueError(
+            raise AgentError(
                 f"PPOConfig.lr_schedule must be 'constant' or 'linear', got {self.lr_schedule!r}"
             )
         if self.activation not in ("tanh", "relu", "elu"):
-            raise ValueError(f"PPOConfig.activation must be 'tanh', 'relu' or 'elu', got {self.activation!r}")
+            raise AgentError(f"PPOConfig.activation must be 'tanh', 'relu' or 'elu', got {self.activation!r}")
         if not self.hidden_sizes or any(int(h) < 1 for h in self.hidden_sizes):
-            raise ValueError(
+            raise AgentError(
                 f"PPOConfig.hidden_sizes must be non-empty positive widths, got {self.hidden_sizes}"
             )
         if self.target_kl is not None and not self.target_kl > 0.0:
-            raise ValueError(f"PPOConfig.target_kl must be > 0 or None, got {self.target_kl}")
+            raise AgentError(f"PPOConfig.target_kl must be > 0 or None, got {self.target_kl}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python form (``hidden_sizes`` as a list) for snapshots and logs."""
@@ -157,7 +162,7 @@ class PPOConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"PPOConfig has no field(s) {unknown}; known: {sorted(known)}")
+            raise AgentError(f"PPOConfig has no field(s) {unknown}; known: {sorted(known)}")
         plain = dict(values)
         if "hidden_sizes" in plain:
             plain["hidden_sizes"] = tuple(int(h) for h in plain["hidden_sizes"])
@@ -355,9 +360,9 @@ class PPOAgent:
         seed: int = 0,
     ) -> None:
         if obs_dim < 1 or action_dim < 1:
-            raise ValueError(f"obs_dim and action_dim must be >= 1, got {obs_dim} and {action_dim}")
+            raise AgentError(f"obs_dim and action_dim must be >= 1, got {obs_dim} and {action_dim}")
         if not action_high > action_low:
-            raise ValueError(f"action_high must exceed action_low, got [{action_low}, {action_high}]")
+            raise AgentError(f"action_high must exceed action_low, got [{action_low}, {action_high}]")
         self.obs_dim = obs_dim
         self.action_dim = action_dim
         self.action_low = float(action_low)
@@ -418,7 +423,7 @@ class PPOAgent:
         cfg = self.config
         steps, num_envs = cfg.rollout_steps, env.num_envs
         if env.obs_dim != self.obs_dim or env.action_dim != self.action_dim:
-            raise ValueError(
+            raise AgentError(
                 f"env has obs_dim={env.obs_dim}, action_dim={env.action_dim}; "
                 f"agent expects {self.obs_dim}, {self.action_dim}"
             )
@@ -622,7 +627,7 @@ class PPOAgent:
         """
         _check_format(state)
         if PPOConfig.from_dict(state["config"]) != self.config:
-            raise ValueError(
+            raise SnapshotError(
                 "snapshot config differs from this agent's; use load_weights_from or from_state_dict"
             )
         self.load_weights_from(state, keep_optimizer=True)
@@ -640,19 +645,21 @@ class PPOAgent:
         comes from this agent's config at the next round.
 
         Args:
-            state: a :meth:`state_dict` with the same ``obs_dim``, ``action_dim`` and ``hidden_sizes``.
+            state: a :meth:`state_dict` with the same ``obs_dim``, ``action_dim``, ``hidden_sizes``
+                and ``activation``.
             keep_optimizer: also copy the snapshot's Adam moments (else the optimiser starts fresh).
         """
         _check_format(state)
         if (int(state["obs_dim"]), int(state["action_dim"])) != (self.obs_dim, self.action_dim):
-            raise ValueError(
+            raise SnapshotError(
                 f"snapshot is for obs_dim={state['obs_dim']}, action_dim={state['action_dim']}; "
                 f"this agent has {self.obs_dim}, {self.action_dim}"
             )
-        if tuple(state["config"]["hidden_sizes"]) != self.config.hidden_sizes:
-            raise ValueError(
-                f"snapshot has hidden_sizes={tuple(state['config']['hidden_sizes'])}; "
-                f"this agent has {self.config.hidden_sizes}"
+        theirs = (tuple(state["config"]["hidden_sizes"]), state["config"]["activation"])
+        if theirs != (self.config.hidden_sizes, self.config.activation):
+            raise SnapshotError(
+                f"snapshot network has hidden_sizes={theirs[0]}, activation={theirs[1]!r}; this agent has "
+                f"{self.config.hidden_sizes}, {self.config.activation!r}: build the agent with the snapshot's"
             )
         self.model.load_state_dict(state["model"])
         self.obs_stats.load_state_dict(state["obs_stats"])
@@ -697,4 +704,4 @@ class PPOAgent:
 def _check_format(state: Mapping[str, Any]) -> None:
     found = state.get("format") if isinstance(state, Mapping) else None
     if found != STATE_FORMAT:
-        raise ValueError(f"not a PPO agent snapshot: format is {found!r}, expected {STATE_FORMAT!r}")
+        raise SnapshotError(f"not a PPO agent snapshot: format is {found!r}, expected {STATE_FORMAT!r}")

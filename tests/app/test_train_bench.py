@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from unittest import mock
 
 import pytest
@@ -15,6 +16,15 @@ from podracer.ppo import PPOConfig
 
 TINY = ("--envs", "4", "--assets", "3", "--sessions", "1", "--warmup-rounds", "0", "--rounds", "1")
 FAST_PEAK = ("--matmul-size", "64", "--matmul-repeats", "1")
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """Tiny shapes: one intra-op thread avoids threads spinning against each other on a busy box."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def test_cli_json_reports_a_full_round_with_the_default_agent() -> None:

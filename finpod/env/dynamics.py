@@ -1,7 +1,8 @@
 """The env as pure functions: ``observe(state)`` and ``step(state, actions) -> (state', outputs)``.
 
 gymnax style: static settings (:class:`EnvConfig`, :class:`Market`) are plain arguments, the dynamic
-state is an :class:`EnvState` of tensors, nothing is mutated, nothing syncs with the host, so a
+state is an :class:`EnvState` of tensors; no input is mutated (only the step's own fresh
+temporaries are written in place), nothing syncs with the host, no shape depends on data, so a
 K-step rollout can be compiled (``torch.compile``) or captured in a CUDA graph.
 
 Timing: the agent observes bar t (its close); orders fill at bar t+1 (its open, or its close); the
@@ -75,7 +76,7 @@ def step(
 
     Args:
         config: costs, limits, action and reward modes.
-        market: the segment's tables.
+        market: the panel's tables and the segment's episode bounds.
         state: the current state (not modified).
         actions: ``(N, M + 1)`` in ``[0, 1]`` (``weights``) or ``(N, M)`` in ``[-1, 1]``
             (``share_delta``); values outside are clamped.

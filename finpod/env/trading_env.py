@@ -40,7 +40,7 @@ class TradingEnv:
     ``bar_index``). Returned tensors are fresh each step (not overwritten by later steps).
 
     Args:
-        panel: the market (moved to ``device`` when it is elsewhere).
+        panel: the market (its tables are copied to ``device`` once and shared by its envs).
         segment: the panel segment to trade (``"train"``, ``"validation"``, ``"backtest"``).
         config: costs, limits, action/reward modes, horizon.
         num_envs: ``N`` >= 1.

@@ -233,13 +233,13 @@ def _grid_rows(grid: CalendarGrid, stamps_ns: np.ndarray) -> tuple[np.ndarray, n
         [grid.session_dates[0], grid.session_dates[-1] + pd.Timedelta(days=1)]
     ).tz_localize(EXCHANGE_TIMEZONE)
     window_start_ns, window_end_ns = (int(v) for v in window.tz_convert("UTC").as_unit("ns").asi8)
-    inside = (stamps_ns >= window_start_ns) & (stamps_ns < window_end_ns)
     offset = stamps_ns - window_start_ns
+    inside = offset.view(np.uint64) < np.uint64(window_end_ns - window_start_ns)  # 0 <= offset < span
     table = np.full((window_end_ns - window_start_ns) // NS_PER_MINUTE, -1, dtype=np.int64)
     table[(grid.timestamps_ns - window_start_ns) // NS_PER_MINUTE] = np.arange(grid.num_bars)
-    minute = np.clip(offset // NS_PER_MINUTE, 0, table.shape[0] - 1)
-    on_minute = (offset % NS_PER_MINUTE) == 0
-    rows = np.where(inside & on_minute, table[minute], -1)
+    minute = offset // NS_PER_MINUTE
+    rows = np.take(table, minute, mode="clip")
+    rows[~(inside & (minute * NS_PER_MINUTE == offset))] = -1
     return rows, inside
 
 
@@ -323,7 +323,7 @@ def align(
 
     arrays: dict[str, np.ndarray] = {}
     for name in (*PRICE_COLUMNS, "volume"):
-        cell = np.full(trash + 1, np.nan, dtype=np.float32)
+        cell = np.empty(trash + 1, dtype=np.float32)  # cells without a bar are filled below
         cell[flat] = bars[name].to_numpy(dtype=np.float64, copy=False)
         arrays[name] = cell[:trash].reshape(num_rows, num_cols)
     real_cell = np.zeros(trash + 1, dtype=bool)

@@ -52,8 +52,8 @@ TRADING_DAYS_PER_WEEK: Final[int] = 5
 RSI_NEUTRAL: Final[float] = 50.0
 EMA_CHUNK_BARS: Final[int] = 128
 """Rows per block of the chunked EMA (its cost is ``T * M * EMA_CHUNK_BARS`` multiply-adds)."""
-COLUMN_CHUNK_SYMBOLS: Final[int] = 16
-"""Symbols per block when computing raw features (bounds temporaries to ~20 ``(T, 16)`` tensors)."""
+COLUMN_CHUNK_SYMBOLS: Final[int] = 50
+"""Symbols per block when computing raw features (bounds temporaries to ~20 ``(T, 50)`` tensors)."""
 ROW_CHUNK_BARS: Final[int] = 8192
 """Rows per chunk when fitting statistics and normalising (bounds ``(rows, M, F)`` temporaries)."""
 _EPOCH_WEEKDAY: Final[int] = 3
@@ -218,9 +218,9 @@ def _asset_features_(close: torch.Tensor, volume: torch.Tensor, out: torch.Tenso
     log_close = torch.log(close)
     for f, horizon in enumerate(RETURN_HORIZONS_BARS):
         out[:, :, f] = lag_difference(log_close, horizon)
+    step_return = lag_difference(log_close, 1)
     del log_close
     col = len(RETURN_HORIZONS_BARS)
-    step_return = lag_difference(torch.log(close), 1)
     out[:, :, col] = rolling_std_mean(step_return, VOLATILITY_WINDOW_BARS)[0]
     rsi_alpha = 1.0 / RSI_PERIOD_BARS
     gain = ema(step_return.clamp(min=0.0), RSI_PERIOD_BARS, alpha=rsi_alpha)

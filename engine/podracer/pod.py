@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -210,7 +211,7 @@ def run_round(pod: Pod, train_rounds: int, evaluate: Evaluate) -> RoundResult:
     trained = time.perf_counter()
     score = evaluate(pod_policy(pod.agent))
     evaluated = time.perf_counter()
-    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+    if isinstance(score, bool) or not isinstance(score, numbers.Real) or not math.isfinite(score):
         raise TournamentError(
             f"evaluate returned {score!r} for pod {pod.pod_id}; it must return a finite float"
         )

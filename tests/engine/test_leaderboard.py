@@ -11,7 +11,7 @@ import torch
 from engine._tournament_kit import OBS_DIM, TINY_PPO, make_agent
 from podracer import Leaderboard, SnapshotError, TournamentError
 from podracer.leaderboard import INDEX_NAME, Candidate
-from podracer.pod import config_to_record
+from podracer.pod import config_from_record, config_to_record
 
 
 def _candidate(pod_id: int, score: float) -> Candidate:
@@ -163,3 +163,24 @@ def test_a_corrupted_snapshot_is_refused_on_load(tmp_path: Path) -> None:
     victim.write_bytes(victim.read_bytes()[:-10])
     with pytest.raises(SnapshotError, match="truncated or corrupted"):
         Leaderboard.open(tmp_path).verify()
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"type": "not_imported_module:Config", "fields": {}}, "import not_imported_module first"),
+        ({"type": "podracer.ppo:learning_rate_at", "fields": {}}, "not a dataclass config class"),
+        (
+            {"type": "podracer.ppo:PPOConfig", "fields": {"no_such_field": 1}},
+            "do not fit podracer.ppo:PPOConfig",
+        ),
+        ({"fields": {}}, "malformed"),
+    ],
+)
+def test_bad_config_records_are_refused(record: dict[str, object], message: str) -> None:
+    with pytest.raises(SnapshotError, match=message):
+        config_from_record(record)
+
+
+def test_config_records_round_trip() -> None:
+    assert config_from_record(config_to_record(TINY_PPO)) == TINY_PPO

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -298,3 +299,21 @@ def test_an_event_line_cut_by_a_kill_is_skipped_and_the_log_goes_on(tmp_path: Pa
     events = read_events(tmp_path)
     assert events[: len(logged)] == logged
     assert [e["kind"] for e in events[len(logged) :]] == ["tournament_finished"]
+
+
+def test_resume_refuses_a_state_file_with_missing_fields(tmp_path: Path) -> None:
+    new_tournament(tmp_path, tournament_config())
+    state = json.loads((tmp_path / "state.json").read_text())
+    del state["rng"]
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    with pytest.raises(SnapshotError, match="malformed"):
+        resume_tournament(tmp_path)
+
+
+def test_numpy_scores_are_accepted(tmp_path: Path) -> None:
+    validation = Validation()
+    config = tournament_config(pool_size=1, budget_env_steps=2 * ROUND_ENV_STEPS)
+    result = Tournament(
+        config, tmp_path, make_agent, TINY_PPO, make_env, lambda policy: np.float32(validation(policy))
+    ).run()
+    assert result.crashes == 0

@@ -255,8 +255,8 @@ class Tournament:
         base_agent_config: hyper-parameters of pods from scratch (a dataclass with ``PERTURBABLE``).
         env_factory: ``seed -> TensorVectorEnv``, each pod's own training env.
         evaluate: ``policy -> score`` (higher is better), called from backend workers.
-        backend: runs the rounds; ``None`` for ``LocalBackend(config.pool_size)``, owned and shut
-            down by the tournament.
+        backend: runs the rounds; ``None`` for a ``LocalBackend(config.pool_size)`` of the
+            tournament's own, made afresh by each :meth:`run` and shut down at its end.
 
     Raises:
         TournamentError: ``run_dir`` already holds a run (use :meth:`resume`), or a bad config.
@@ -322,7 +322,7 @@ class Tournament:
         self._agent_factory = agent_factory
         self._env_factory = env_factory
         self._evaluate = evaluate
-        self._owns_backend = backend is None
+        self._given_backend = backend
         self.backend: Backend = LocalBackend(config.pool_size) if backend is None else backend
         self._generator = Generator(
             base_agent_config=base_agent_config,
@@ -403,6 +403,8 @@ class Tournament:
             on_event: called in this thread with every :class:`TournamentEvent`.
         """
         self._on_event = on_event
+        if self._given_backend is None:
+            self.backend = LocalBackend(self.config.pool_size)
         self._clock_start = time.perf_counter()
         self._seconds_before = self._progress.seconds
         in_flight: dict[Future[RoundResult], int] = {}
@@ -419,7 +421,7 @@ class Tournament:
                     ready: list[Pod] = []
                     for future in sorted(done, key=lambda f: in_flight[f]):
                         pod_id = in_flight.pop(future)
-                        self._judge(self._pods[pod_id], future, ready)
+                        self._judge(self._pods[pod_id], future, ready, len(in_flight))
                     self._fill_pool(in_flight, ready)
                     self._save_state()
                     self._remove_stale_pod_files()
@@ -435,7 +437,7 @@ class Tournament:
             finally:
                 for future in in_flight:
                     future.cancel()
-                if self._owns_backend:
+                if self._given_backend is None:
                     self.backend.shutdown()
                 self._events = None
         return TournamentResult(
@@ -447,8 +449,11 @@ class Tournament:
             crashes=self._progress.crashes,
         )
 
-    def _judge(self, pod: Pod, future: Future[RoundResult], ready: list[Pod]) -> None:
-        """Account for a finished round of ``pod``; put it (or its replacement) in ``ready``."""
+    def _judge(self, pod: Pod, future: Future[RoundResult], ready: list[Pod], rounds_in_flight: int) -> None:
+        """Account for a finished round of ``pod``; put it (or its replacement) in ``ready``.
+
+        A lagging pod is replaced only while budget is left (else it is retired like the others).
+        """
         error = future.exception()
         if error is not None:
             self._crashed(pod, error, ready)
@@ -496,7 +501,10 @@ class Tournament:
             self._emit("entry_admitted", pod.pod_id, rank=self.leaderboard.rank_of(entry), score=entry.score)
         scores = tuple(self.leaderboard.scores())
         progress.history.append(HistoryRecord(self._elapsed(), progress.env_steps, self._best(), scores))
-        if is_lagging(result.score, pod.rounds_since_start, self.leaderboard, self.config.lagging_rounds):
+        lagging = is_lagging(
+            result.score, pod.rounds_since_start, self.leaderboard, self.config.lagging_rounds
+        )
+        if lagging and self._budget_left(rounds_in_flight):
             del self._pods[pod.pod_id]
             successor = self._new_pod()
             self._emit("pod_replaced", pod.pod_id, reason="lagging", by=successor.pod_id)

@@ -317,3 +317,16 @@ def test_numpy_scores_are_accepted(tmp_path: Path) -> None:
         config, tmp_path, make_agent, TINY_PPO, make_env, lambda policy: np.float32(validation(policy))
     ).run()
     assert result.crashes == 0
+
+
+def test_run_can_be_called_again_after_a_pause_of_its_own_backend(tmp_path: Path) -> None:
+    config = tournament_config(pool_size=1, budget_env_steps=6 * ROUND_ENV_STEPS)
+    tournament = new_tournament(tmp_path, config)
+
+    def pause(event: TournamentEvent) -> None:
+        if event.kind == "round_finished" and event.env_steps >= 2 * ROUND_ENV_STEPS:
+            assert isinstance(tournament.backend, LocalBackend)
+            tournament.backend.set_slots(0)
+
+    assert tournament.run(on_event=pause).env_steps < 6 * ROUND_ENV_STEPS
+    assert tournament.run().env_steps >= 6 * ROUND_ENV_STEPS

@@ -109,7 +109,10 @@ def _select_symbols(
                 f"symbol(s) {', '.join(missing)} not in the dataset (it has {len(present)} symbols, "
                 f"e.g. {', '.join(present[:5])}); remove them or use a dataset that has them"
             )
-        chosen = list(dict.fromkeys(symbols))
+        repeated = sorted({s for s in symbols if list(symbols).count(s) > 1})
+        if repeated:
+            raise DataError(f"symbols list names {', '.join(repeated)} more than once; list each symbol once")
+        chosen = list(symbols)
     elif universe == NASDAQ100:
         members = ever_members(window.first.date(), window.last.date())
         chosen = [s for s in present if s in members]

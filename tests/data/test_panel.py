@@ -84,6 +84,25 @@ def test_panel_contract(market: pd.DataFrame) -> None:
     assert torch.isfinite(panel.features).all()
 
 
+def test_without_a_benchmark_qqq_is_a_tradable_column(market: pd.DataFrame) -> None:
+    panel = _build(market, benchmark_symbol=None)
+    assert "QQQ" in panel.symbols
+    assert panel.benchmark_close is None
+    assert panel.benchmark_symbol is None
+
+
+def test_extended_hours_are_kept_when_asked(market: pd.DataFrame) -> None:
+    premarket = market[market["symbol"] == "SYN000"].head(3).copy()
+    premarket["timestamp"] = premarket["timestamp"] - pd.Timedelta(hours=2)
+    bars = pd.concat([market, premarket], ignore_index=True)
+    regular = _build(bars)
+    extended = _build(bars, regular_hours_only=False)
+    assert regular.num_bars == 12 * 390
+    assert extended.num_bars == 12 * 960
+    assert int(extended.tradable.sum()) == int(regular.tradable.sum()) + 3
+    assert torch.isfinite(extended.features).all()
+
+
 def test_missing_bars_are_filled_and_not_tradable(market: pd.DataFrame) -> None:
     gappy = market.drop(index=[10, 11, 500]).reset_index(drop=True)
     panel = _build(gappy)
@@ -234,6 +253,7 @@ def test_a_segment_inside_a_data_gap_is_an_error() -> None:
         ({"segments": {"train": ("2016-01-12", "2016-01-04")}}, "ends before it starts"),
         ({"segments": {"train": ("2015-12-01", "2016-01-12")}}, "outside the panel range"),
         ({"symbols": ["NOPE"]}, r"symbol\(s\) NOPE not in the dataset"),
+        ({"symbols": ["SYN000", "SYN001", "SYN000"]}, "names SYN000 more than once"),
         ({"universe": "sp500"}, "unknown universe"),
         ({"symbols": ["QQQ"]}, "no tradable symbol selected"),
         ({"start": "2016-01-20", "end": "2016-01-04"}, "before start"),

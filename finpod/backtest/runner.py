@@ -21,7 +21,6 @@ from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
 from podracer.api import Policy
 
-BPS_PER_UNIT = 10_000.0
 BACKTEST_ENVS = 1
 BACKTEST_SEED = 0
 """The backtest env is deterministic; the seed only satisfies the env's signature."""
@@ -71,7 +70,7 @@ def run_policy(panel: Panel, segment: str, config: EnvConfig, policy: Policy, de
     fill_source = panel.open if config.fill == "next_open" else panel.close
     fill = fill_source[start:stop].double().cpu().numpy()
     bought = np.diff(shares, axis=0, prepend=0.0) > 0
-    slip = config.half_spread_bps / BPS_PER_UNIT
+    slip = config.half_spread_fraction
     return Ledger(
         first_bar=start,
         symbols=panel.symbols,

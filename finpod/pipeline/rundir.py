@@ -8,6 +8,7 @@ same resolved spec.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import os
 from dataclasses import dataclass
@@ -102,7 +103,13 @@ def create_run_dir(spec: Spec, root: Path, run_info: dict[str, Any]) -> RunDir:
     """Make ``root/<run_id>/`` and save the resolved spec (TOML and JSON) and ``run.json``."""
     stamp = _now().strftime("%Y%m%d-%H%M%S")
     run = RunDir(root / f"{stamp}-{spec.name}-{spec.spec_hash()}")
-    run.root.mkdir(parents=True, exist_ok=False)
+    root.mkdir(parents=True, exist_ok=True)
+    for attempt in itertools.count(2):
+        try:
+            run.root.mkdir()
+            break
+        except FileExistsError:  # two runs of one spec in the same second
+            run = RunDir(root / f"{stamp}-{spec.name}-{spec.spec_hash()}-{attempt}")
     run.spec_toml.write_text(spec.to_toml(), encoding="utf-8")
     run.spec_json.write_text(json.dumps(spec.resolved_dict(), indent=2), encoding="utf-8")
     run.write_info({**run_info, "run_id": run.run_id, "spec_hash": spec.spec_hash(), "status": "training"})
@@ -115,7 +122,7 @@ def find_resumable(spec: Spec, root: Path) -> RunDir:
     Raises:
         SpecError: there is none.
     """
-    pattern = f"*-{spec.name}-{spec.spec_hash()}"
+    pattern = f"*-{spec.name}-{spec.spec_hash()}*"
     candidates = sorted(root.glob(pattern), reverse=True) if root.is_dir() else []
     for folder in candidates:
         run = RunDir(folder)

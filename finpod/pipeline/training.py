@@ -7,7 +7,6 @@ the validation segment; a policy whose returns have zero volatility (it never le
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import empyrical as ep
@@ -63,5 +62,4 @@ def deterministic_policy(agent: Agent) -> Policy:
 
 def base_agent_config(spec: Spec) -> PPOConfig:
     """The spec's ``[agent]`` table as the PPOConfig the first pods start from."""
-    config: PPOConfig = ppo_config_from(spec.agent)
-    return dataclasses.replace(config)
+    return ppo_config_from(spec.agent)

@@ -1,0 +1,40 @@
+"""Run folders: ids, saved spec, status, and which run ``--resume`` picks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from finpod.errors import SpecError
+from finpod.pipeline.rundir import create_run_dir, find_resumable, reports_root
+from finpod.spec import REPO_ROOT, Spec
+
+DEMO = REPO_ROOT / "strategies" / "demo.toml"
+
+
+def test_run_ids_are_unique_and_resume_picks_the_newest_unfinished(tmp_path: Path) -> None:
+    spec = Spec.from_toml(DEMO)
+    first = create_run_dir(spec, tmp_path, {"dataset": "x"})
+    second = create_run_dir(spec, tmp_path, {"dataset": "x"})
+    assert first.root != second.root
+    assert first.run_id.endswith(f"-demo-{spec.spec_hash()}")
+    assert Spec.from_toml(first.spec_toml).resolved_dict() == spec.resolved_dict()
+    assert find_resumable(spec, tmp_path).root == second.root
+    second.set_status("done")
+    assert find_resumable(spec, tmp_path).root == first.root
+    first.set_status("done")
+    with pytest.raises(SpecError, match="no unfinished run"):
+        find_resumable(spec, tmp_path)
+    other = spec.with_(seed=spec.seed + 1)
+    create_run_dir(other, tmp_path, {"dataset": "x"})
+    with pytest.raises(SpecError, match="no unfinished run"):
+        find_resumable(spec, tmp_path)
+
+
+def test_reports_root_defaults_to_the_repository_not_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert reports_root(None) == REPO_ROOT / "reports"
+    assert reports_root(Path("out")) == tmp_path / "out"

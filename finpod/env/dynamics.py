@@ -69,21 +69,10 @@ def observe(market: Market, state: EnvState) -> torch.Tensor:
     )
 
 
-def step(
+def _trade(
     config: EnvConfig, market: Market, state: EnvState, actions: torch.Tensor
-) -> tuple[EnvState, StepOutput]:
-    """Advance every env one bar with ``actions`` and autoreset the envs whose episode ended.
-
-    Args:
-        config: costs, limits, action and reward modes.
-        market: the panel's tables and the segment's episode bounds.
-        state: the current state (not modified).
-        actions: ``(N, M + 1)`` in ``[0, 1]`` (``weights``) or ``(N, M)`` in ``[-1, 1]``
-            (``share_delta``); values outside are clamped.
-
-    Returns:
-        The next state and the step's :class:`StepOutput`.
-    """
+) -> tuple[EnvState, StepOutput, torch.Tensor]:
+    """One bar without autoreset: the stepped state, its outputs, and holdings ``(N, M)`` in USD."""
     next_bar = state.t + 1
     bar = market.bars.index_select(0, next_bar)
     fill_price = bar[:, FILL_ROW]
@@ -103,8 +92,6 @@ def step(
     )
     holdings_usd = fills.shares * close
     equity_usd = fills.cash_usd + holdings_usd.sum(dim=1)
-    reward = step_reward(state.equity_usd, equity_usd, config)
-    truncated = next_bar >= state.end
     final_obs = fill_observation(
         market.obs_template.index_select(0, next_bar),
         holdings_usd=holdings_usd,
@@ -112,18 +99,10 @@ def step(
         equity_usd=equity_usd,
         episode_progress=_episode_progress(next_bar, state.start, state.end),
     )
-    stepped = state._replace(cash_usd=fills.cash_usd, shares=fills.shares, equity_usd=equity_usd, t=next_bar)
-    new_state = restart_where(market, stepped, truncated, config.initial_cash_usd)
-    reset_obs = fill_observation(
-        market.obs_template.index_select(0, new_state.t),
-        holdings_usd=torch.where(truncated.unsqueeze(1), 0.0, holdings_usd),
-        cash_usd=new_state.cash_usd,
-        equity_usd=new_state.equity_usd,
-        episode_progress=_episode_progress(new_state.t, new_state.start, new_state.end),
-    )
+    truncated = next_bar >= state.end
     output = StepOutput(
-        obs=reset_obs,
-        reward=reward,
+        obs=final_obs,
+        reward=step_reward(state.equity_usd, equity_usd, config),
         terminated=torch.zeros_like(truncated),
         truncated=truncated,
         final_obs=final_obs,
@@ -134,4 +113,47 @@ def step(
         traded_usd=fills.traded_usd,
         bar_index=next_bar,
     )
-    return new_state, output
+    stepped = state._replace(cash_usd=fills.cash_usd, shares=fills.shares, equity_usd=equity_usd, t=next_bar)
+    return stepped, output, holdings_usd
+
+
+def advance(
+    config: EnvConfig, market: Market, state: EnvState, actions: torch.Tensor
+) -> tuple[EnvState, StepOutput]:
+    """:func:`step` for a bar on which no episode ends: no autoreset work, ``obs is final_obs``.
+
+    Valid only when the caller knows that no env truncates on this step (every episode lasts
+    exactly ``market.horizon_bars`` steps, so a host-side clock knows without asking the device).
+    ``truncated`` is still computed from the state, so a wrong clock shows. Args and returns as
+    :func:`step`.
+    """
+    stepped, output, _ = _trade(config, market, state, actions)
+    return stepped, output
+
+
+def step(
+    config: EnvConfig, market: Market, state: EnvState, actions: torch.Tensor
+) -> tuple[EnvState, StepOutput]:
+    """Advance every env one bar with ``actions`` and autoreset the envs whose episode ended.
+
+    Args:
+        config: costs, limits, action and reward modes.
+        market: the panel's tables and the segment's episode bounds.
+        state: the current state (not modified).
+        actions: ``(N, M + 1)`` in ``[0, 1]`` (``weights``) or ``(N, M)`` in ``[-1, 1]``
+            (``share_delta``); values outside are clamped.
+
+    Returns:
+        The next state and the step's :class:`StepOutput`.
+    """
+    stepped, output, holdings_usd = _trade(config, market, state, actions)
+    done = output.truncated
+    new_state = restart_where(market, stepped, done, config.initial_cash_usd)
+    obs = fill_observation(
+        market.obs_template.index_select(0, new_state.t),
+        holdings_usd=torch.where(done.unsqueeze(1), 0.0, holdings_usd),
+        cash_usd=new_state.cash_usd,
+        equity_usd=new_state.equity_usd,
+        episode_progress=_episode_progress(new_state.t, new_state.start, new_state.end),
+    )
+    return new_state, output._replace(obs=obs)

@@ -74,3 +74,4 @@ class GraphedRollout:
             self._load(self._env.state)
             self._env.state = self._state
         self._graph.replay()
+        self._env.note_steps_taken(self.actions.shape[0])

@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from finpod.data.panel import Panel
@@ -37,7 +38,11 @@ class TradingEnv:
     After a step, :attr:`cash_usd`, :attr:`shares` and :attr:`equity_usd` are the CURRENT state, i.e.
     already reset for the envs that finished on that step; the step's own outcome (before any reset)
     is in ``info`` (``equity_usd``, ``cash_usd``, ``shares``, ``cost_usd``, ``traded_usd``,
-    ``bar_index``). Returned tensors are fresh each step (not overwritten by later steps).
+    ``bar_index``). Returned tensors are fresh each step (not overwritten by later steps); on a
+    step where no episode ends, ``obs`` and ``info["final_obs"]`` are the same tensor.
+
+    Every episode lasts exactly ``min(horizon_bars, segment bars - 1)`` steps, so a host-side clock
+    knows which steps end episodes; the other steps skip the autoreset work (no device sync).
 
     Args:
         panel: the market (its tables are copied to ``device`` once and shared by its envs).
@@ -72,10 +77,15 @@ class TradingEnv:
             self.action_dim, self.action_low, self.action_high = panel.num_assets + 1, 0.0, 1.0
         else:
             self.action_dim, self.action_low, self.action_high = panel.num_assets, -1.0, 1.0
-        bound: StepFn = functools.partial(dynamics.step, config, self.market)
-        self._step_fn: StepFn = torch.compile(bound, fullgraph=True) if compile_step else bound
+        step_fn: StepFn = functools.partial(dynamics.step, config, self.market)
+        advance_fn: StepFn = functools.partial(dynamics.advance, config, self.market)
+        if compile_step:
+            step_fn = torch.compile(step_fn, fullgraph=True)
+            advance_fn = torch.compile(advance_fn, fullgraph=True)
+        self._step_fn, self._advance_fn = step_fn, advance_fn
         self._generator = torch.Generator(device="cpu")
         self._generator.manual_seed(seed)
+        self._steps_left = np.full(num_envs, self.market.horizon_bars, dtype=np.int64)
         self.state: EnvState = self._fresh_state()
 
     @property
@@ -100,8 +110,20 @@ class TradingEnv:
 
     @property
     def step_fn(self) -> StepFn:
-        """The pure step with this env's config and market bound (for compiled or graphed rollouts)."""
+        """The pure step with this env's config and market bound (for compiled or graphed rollouts).
+
+        A driver that advances :attr:`state` with it must call :meth:`note_steps_taken` after.
+        """
         return self._step_fn
+
+    def note_steps_taken(self, num_steps: int) -> None:
+        """Advance the host-side episode clock by ``num_steps`` steps taken outside :meth:`step`.
+
+        Every episode lasts exactly ``horizon`` steps, so the host knows, without asking the
+        device, on which steps episodes end; :meth:`step` skips the autoreset work on the others.
+        """
+        horizon = self.market.horizon_bars
+        self._steps_left = (self._steps_left - num_steps - 1) % horizon + 1
 
     def _fresh_state(self) -> EnvState:
         keys = torch.randint(0, 1 << KEY_BITS, (self.num_envs,), generator=self._generator, dtype=torch.int64)
@@ -116,10 +138,13 @@ class TradingEnv:
         if seed is not None:
             self._generator.manual_seed(seed)
         self.state = self._fresh_state()
+        self._steps_left[:] = self.market.horizon_bars
         return dynamics.observe(self.market, self.state), {"bar_index": self.state.t}
 
     def reset_envs(self, mask: torch.Tensor) -> torch.Tensor:
         """Start the next episode of the envs where ``mask`` ``(N,)`` bool is true; others untouched.
+
+        Copies ``mask`` to the host once (for the episode clock); resets are not on the step path.
 
         Returns:
             Observations ``(N, D)`` of every env (unchanged rows for the envs not reset).
@@ -132,6 +157,7 @@ class TradingEnv:
         self.state = restart_where(
             self.market, self.state, mask.to(self.device), self.config.initial_cash_usd
         )
+        self._steps_left[mask.cpu().numpy()] = self.market.horizon_bars
         return dynamics.observe(self.market, self.state)
 
     def step(
@@ -152,7 +178,10 @@ class TradingEnv:
                 f"env actions must have shape ({self.num_envs}, {self.action_dim}), "
                 f"got {tuple(actions.shape)}"
             )
-        self.state, out = self._step_fn(self.state, actions.to(device=self.device, dtype=torch.float32))
+        episodes_end = bool((self._steps_left == 1).any())
+        step_fn = self._step_fn if episodes_end else self._advance_fn
+        self.state, out = step_fn(self.state, actions.to(device=self.device, dtype=torch.float32))
+        self.note_steps_taken(1)
         info = {
             "final_obs": out.final_obs,
             "equity_usd": out.equity_usd,

@@ -200,3 +200,28 @@ def test_envs_on_one_panel_share_its_tables_until_the_panel_goes() -> None:
     del panel, train, validation, at_close
     gc.collect()
     assert len(market_module._TABLES) == before - 2
+
+
+def test_host_episode_clock_matches_the_always_autoresetting_step() -> None:
+    config = EnvConfig(horizon_bars=6, half_spread_bps=2.0)
+    clocked = TradingEnv(PANEL, "train", config, num_envs=6, seed=4)
+    plain = TradingEnv(PANEL, "train", config, num_envs=6, seed=4)
+    generator = torch.Generator().manual_seed(2)
+    partial_truncations = 0
+    for step in range(40):
+        if step in (3, 17):
+            mask = torch.tensor([True, False, False, True, False, step == 17])
+            clocked.reset_envs(mask)
+            plain.reset_envs(mask)
+        actions = torch.rand(6, clocked.action_dim, generator=generator)
+        obs, reward, terminated, truncated, info = clocked.step(actions)
+        plain.state, out = plain.step_fn(plain.state, actions)
+        assert torch.equal(obs, out.obs)
+        assert torch.equal(info["final_obs"], out.final_obs)
+        assert torch.equal(reward, out.reward)
+        assert torch.equal(truncated, out.truncated)
+        assert torch.equal(terminated, out.terminated)
+        for ours, theirs in zip(clocked.state, plain.state, strict=True):
+            assert torch.equal(ours, theirs)
+        partial_truncations += int(0 < int(truncated.sum()) < 6)
+    assert partial_truncations > 0, "the resets should have put the envs' episodes out of phase"

@@ -4,19 +4,19 @@ Every feature at bar ``t`` uses bars ``<= t`` only: differences look back, rolli
 ``t`` (differences of running sums), EMAs are exact causal recursions (evaluated block-wise with a
 lower-triangular matrix, so future rows enter with weight exactly 0). Features, in order:
 
-============== ============================================================== ==============
-name           definition (``c`` close, ``v`` volume, ``r`` 1-bar log return) warm-up (bars)
-============== ============================================================== ==============
-logret_h       ``log c[t] - log c[t-h]`` for h in :data:`RETURN_HORIZONS_BARS` h
-volatility     population std of ``r`` over :data:`VOLATILITY_WINDOW_BARS`    window
-rsi            Wilder RSI (EMAs of gains/losses of ``r``), 0..100; 50 if flat  period
-macd           ``(EMA_fast(c) - EMA_slow(c)) / c``                             slow
-macd_hist      ``macd - EMA_signal(macd)``                                     slow + signal
-bollinger      ``(c - SMA(c)) / (width * std(c))`` over the Bollinger window   window - 1
-volume_z       z-score of ``log1p(v)`` in its rolling window; 0 if flat        window - 1
-phase_sin/cos  1min: minute since the regular open / 390 as an angle;          0
-               1d: weekday / 5 as an angle (market-wide, not normalised)
-============== ============================================================== ==============
+=============== ================================================================ ==============
+name            definition (``c`` close, ``v`` volume, ``r`` 1-bar log return)   warm-up (bars)
+=============== ================================================================ ==============
+logret_h        ``log c[t] - log c[t-h]`` for h in :data:`RETURN_HORIZONS_BARS`  h
+volatility      population std of ``r`` over :data:`VOLATILITY_WINDOW_BARS`      window
+rsi             Wilder RSI (EMAs of gains/losses of ``r``), 0..100; 50 if flat   period
+macd            ``(EMA_fast(c) - EMA_slow(c)) / c``                              slow
+macd_hist       ``macd - EMA_signal(macd)``                                      slow + signal
+bollinger       ``(c - SMA(c)) / (width * std(c))`` over the Bollinger window    window - 1
+volume_z        z-score of ``log1p(v)`` in its rolling window; 0 if flat         window - 1
+minute_sin/cos  1min: minute since the regular open / 390 as an angle            0
+weekday_sin/cos 1d: weekday / 5 as an angle (clock: market-wide, not normalised) 0
+=============== ================================================================ ==============
 
 A cell is *warm* when the symbol has had its first real bar at least ``warm-up`` bars before
 (``t - first_bar >= warm-up``); only then is the window made of the symbol's own bars. Per-asset
@@ -186,8 +186,9 @@ def ema(x: torch.Tensor, span_bars: float, *, alpha: float | None = None) -> tor
 def rolling_std_mean(x: torch.Tensor, window_bars: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Population std and mean of the trailing ``window_bars`` rows (ending at ``t``) of ``(T, M)``.
 
-    Window sums are differences of float64 running sums of ``x - x[0]`` and its square (exact
-    enough for prices and returns; the shift by row 0 keeps the squares small). Rows before a full
+    Window sums are differences of float64 running sums (so the device must support float64:
+    CPU and CUDA do) of ``x - x[0]`` and its square; the shift by row 0 keeps the squares small
+    and the variance free of cancellation for prices and returns. Rows before a full
     window average the rows they have (they are warm-up rows).
 
     Returns:

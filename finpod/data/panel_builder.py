@@ -112,6 +112,11 @@ def _select_symbols(
         repeated = sorted({s for s in symbols if list(symbols).count(s) > 1})
         if repeated:
             raise DataError(f"symbols list names {', '.join(repeated)} more than once; list each symbol once")
+        if benchmark_symbol in symbols:
+            raise DataError(
+                f"{benchmark_symbol} is the benchmark, not a tradable symbol; remove it from the symbols "
+                "or pass benchmark_symbol=None to trade it"
+            )
         chosen = list(symbols)
     elif universe == NASDAQ100:
         members = ever_members(window.first.date(), window.last.date())

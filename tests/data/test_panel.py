@@ -255,7 +255,8 @@ def test_a_segment_inside_a_data_gap_is_an_error() -> None:
         ({"symbols": ["NOPE"]}, r"symbol\(s\) NOPE not in the dataset"),
         ({"symbols": ["SYN000", "SYN001", "SYN000"]}, "names SYN000 more than once"),
         ({"universe": "sp500"}, "unknown universe"),
-        ({"symbols": ["QQQ"]}, "no tradable symbol selected"),
+        ({"symbols": ["QQQ", "SYN000"]}, "QQQ is the benchmark, not a tradable symbol"),
+        ({"symbols": []}, "no tradable symbol selected"),
         ({"start": "2016-01-20", "end": "2016-01-04"}, "before start"),
         (
             {"start": "2017-01-03", "end": "2017-01-31", "segments": {"train": ("2017-01-03", "2017-01-31")}},

@@ -1,6 +1,10 @@
-"""Fixtures of the app tests: a tiny hand-made panel with known prices."""
+"""Fixtures of the app tests: a tiny hand-made panel with known prices, and a report stand-in."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -8,6 +12,7 @@ import pytest
 import torch
 
 from finpod.data.panel import Panel
+from finpod.pipeline import main as pipeline_main
 
 BARS_PER_SESSION = 3
 
@@ -44,3 +49,21 @@ def tiny_panel() -> Panel:
         benchmark_symbol="QQQ",
         benchmark_close=as_t(np.linspace(100.0, 200.0, n)),
     )
+
+
+@dataclass(frozen=True)
+class _Paths:
+    html: Path
+
+
+@pytest.fixture
+def no_report(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Skip report rendering in tests about training and selection; records what it was given."""
+    calls: list[dict[str, Any]] = []
+
+    def record(out_dir: Path, **inputs: Any) -> _Paths:
+        calls.append({"out_dir": out_dir, **inputs})
+        return _Paths(out_dir / "report.html")
+
+    monkeypatch.setattr(pipeline_main, "write_report", record)
+    return calls

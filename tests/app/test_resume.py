@@ -1,0 +1,64 @@
+"""``--resume``: a run killed mid-tournament continues in the same folder and finishes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from tiny import tiny_bars, tiny_spec, write_tiny_dataset
+
+from finpod.errors import SpecError
+from finpod.pipeline import main as pipeline
+from finpod.pipeline.progress import TrainingMonitor
+from podracer import TournamentEvent
+from podracer.orchestrator import read_events
+
+ROUNDS_BEFORE_KILL = 2
+BUDGET_ENV_STEPS = 1536
+
+
+class Killed(Exception):
+    """Stands for the process dying in the middle of the tournament."""
+
+
+def test_resume_finishes_an_interrupted_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_report: list[dict[str, Any]]
+) -> None:
+    spec = tiny_spec(
+        write_tiny_dataset(tmp_path / "data", tiny_bars(seed=7)), budget_env_steps=BUDGET_ENV_STEPS
+    )
+    out = tmp_path / "reports"
+    rounds = {"seen": 0}
+    original = TrainingMonitor.__call__
+
+    def dying(self: TrainingMonitor, event: TournamentEvent) -> None:
+        original(self, event)
+        if event.kind == "round_finished":
+            rounds["seen"] += 1
+            if rounds["seen"] == ROUNDS_BEFORE_KILL:
+                raise Killed
+
+    monkeypatch.setattr(TrainingMonitor, "__call__", dying)
+    with pytest.raises(Killed):
+        pipeline.run(spec, out=out, console=Console(quiet=True))
+    (run_dir,) = out.iterdir()
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "training"
+    assert not no_report
+
+    monkeypatch.setattr(TrainingMonitor, "__call__", original)
+    result = pipeline.run(spec, out=out, resume=True, console=Console(quiet=True))
+    assert result.run_dir == run_dir
+    assert [p.name for p in out.iterdir()] == [run_dir.name]
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "done"
+    assert [call["out_dir"] for call in no_report] == [run_dir]
+    assert result.report_html == run_dir / "report.html"
+    finished = [e for e in read_events(run_dir / "tournament") if e["kind"] == "round_finished"]
+    assert len(finished) > ROUNDS_BEFORE_KILL
+    state = json.loads((run_dir / "tournament" / "state.json").read_text())
+    assert state["finished"] is True
+
+    with pytest.raises(SpecError, match="no unfinished run"):
+        pipeline.run(spec, out=out, resume=True, console=Console(quiet=True))

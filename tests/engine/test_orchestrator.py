@@ -330,3 +330,11 @@ def test_run_can_be_called_again_after_a_pause_of_its_own_backend(tmp_path: Path
 
     assert tournament.run(on_event=pause).env_steps < 6 * ROUND_ENV_STEPS
     assert tournament.run().env_steps >= 6 * ROUND_ENV_STEPS
+
+
+def test_a_pod_round_is_eval_every_rounds_training_rounds_then_one_evaluation(tmp_path: Path) -> None:
+    evaluate = _FlakyEvaluate(set())
+    config = tournament_config(pool_size=1, eval_every_rounds=3, budget_env_steps=9 * ROUND_ENV_STEPS)
+    result = Tournament(config, tmp_path, make_agent, TINY_PPO, make_env, evaluate).run()
+    assert (result.rounds, evaluate.calls, result.env_steps) == (3, 3, 9 * ROUND_ENV_STEPS)
+    assert [e.policy_version for e in result.leaderboard.entries] == [9]

@@ -30,10 +30,15 @@ def train(
     rounds: int = typer.Option(3, "--rounds", help="Timed training rounds."),
     matmul_size: int = typer.Option(4096, "--matmul-size", help="Side of the square matmul of the peak."),
     matmul_repeats: int = typer.Option(5, "--matmul-repeats", help="Timed calls of the peak matmul."),
+    threads: int = typer.Option(0, "--threads", help="torch CPU threads (0: torch's default)."),
     seed: int = typer.Option(0, "--seed", help="Seeds panel, env and agent."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """PPO training samples/s on the finpod env (learning included) and the learner's share of peak matmul."""
+    if threads < 0:
+        raise SpecError(f"--threads must be >= 0 (0 = torch's default), got {threads}")
+    if threads:
+        torch.set_num_threads(threads)
     r = train_bench.run_train_bench(
         num_envs=envs,
         num_assets=assets,

@@ -45,8 +45,9 @@ def test_cli_json_reports_a_full_round_with_the_default_agent() -> None:
 
 
 def test_cli_text_names_the_figures() -> None:
-    r = run_cli("bench", "train", *TINY, *FAST_PEAK)
+    r = run_cli("bench", "train", *TINY, *FAST_PEAK, "--threads", "1")
     assert r.exit_code == 0, r.stderr
+    assert "(cpu, 1 threads)" in r.stdout
     assert "samples/s (learning included)" in r.stdout
     assert "of the measured float32 matmul peak" in r.stdout
 
@@ -89,6 +90,7 @@ def test_matmul_peak_is_a_positive_rate() -> None:
         (("--envs", "0"), "--envs must be >= 1, got 0"),
         (("--rounds", "0"), "--rounds must be >= 1, got 0"),
         (("--matmul-size", "0"), "--matmul-size must be >= 1, got 0"),
+        (("--threads", "-1"), "--threads must be >= 0 (0 = torch's default), got -1"),
         (("--device", "mps"), "--device 'mps' is not supported; use cpu or cuda"),
         (("--device", "tpu"), "--device 'tpu' is not a torch device; use cpu or cuda"),
     ],

@@ -44,6 +44,9 @@ LrSchedule = Literal["constant", "linear"]
 STATE_FORMAT = "podracer.ppo/1"
 """Tag stored in every :meth:`PPOAgent.state_dict`, checked on load."""
 
+MIN_MINIBATCH_SIZE = 2
+"""Transitions a minibatch needs at least (advantage normalisation takes a standard deviation)."""
+
 _SEED_SPACE = 2**31 - 1
 """Env reset seeds are drawn uniformly from ``[0, _SEED_SPACE)`` by the agent's generator."""
 
@@ -513,6 +516,11 @@ class PPOAgent:
         advantages = rollout.advantages.flatten()
         returns = rollout.returns.flatten()
         batch = obs.shape[0]
+        if batch < MIN_MINIBATCH_SIZE * cfg.num_minibatches:
+            raise AgentError(
+                f"a round of {batch} transitions cannot fill {cfg.num_minibatches} minibatches of at least "
+                f"{MIN_MINIBATCH_SIZE}; raise rollout_steps or num_envs, or lower num_minibatches"
+            )
 
         sums = torch.zeros(5, device=self.device)  # policy loss, value loss, approx_kl, clip_frac, count
         epochs_run = 0

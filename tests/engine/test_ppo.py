@@ -150,6 +150,12 @@ def test_env_with_other_shapes_is_refused() -> None:
         toy_agent().train_round(env)
 
 
+def test_a_round_too_small_for_the_minibatches_is_refused() -> None:
+    agent = toy_agent(dataclasses.replace(SMALL, rollout_steps=1, num_minibatches=4))
+    with pytest.raises(AgentError, match="a round of 4 transitions cannot fill 4 minibatches of at least 2"):
+        agent.train_round(toy_env(num_envs=4))
+
+
 def test_target_kl_stops_epochs_early() -> None:
     agent = toy_agent(dataclasses.replace(SMALL, target_kl=1e-9, learning_rate=1e-2))
     stats = agent.train_round(toy_env(num_envs=64))

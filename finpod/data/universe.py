@@ -38,11 +38,24 @@ class MembershipHistory:
             increasing; ``change_days[0]`` is the first day covered.
         states: the member set from ``change_days[s]`` until the next change day.
         last_day: last day covered (December 31 of the last year in the file), days since epoch.
+        renames: ``(day, old, new)``: from that day (days since epoch) ``old`` trades as ``new``.
     """
 
     change_days: np.ndarray
     states: tuple[frozenset[str], ...]
     last_day: int
+    renames: tuple[tuple[int, str, str], ...]
+
+    def former_names(self, symbol: str) -> list[tuple[str, int]]:
+        """``(name, until_day)``: ``symbol`` and the names it traded as before each rename.
+
+        ``until_day`` is the first day (days since epoch) the name no longer applies; the current
+        name applies for ever. Chains (A -> B -> C) are followed back.
+        """
+        names = [(symbol, np.iinfo(np.int64).max)]
+        for name, until in names:
+            names.extend((old, min(day, until)) for day, old, new in self.renames if new == name)
+        return names
 
     def state_index(self, days: np.ndarray) -> np.ndarray:
         """Index into :attr:`states` for each day (int64 days since epoch), shape like ``days``.
@@ -82,10 +95,12 @@ def membership_history() -> MembershipHistory:
             change_days.append(_day_number(date))
             states.append(frozenset(members))
     last_year = max(int(y) for y in years)
+    renames = json.loads(text)["renames"]
     return MembershipHistory(
         change_days=np.asarray(change_days, dtype=np.int64),
         states=tuple(states),
         last_day=_day_number(f"{last_year}-12-31"),
+        renames=tuple((_day_number(r["date"]), r["old"], r["new"]) for r in renames),
     )
 
 
@@ -121,15 +136,19 @@ def membership_mask(symbols: tuple[str, ...], bar_timestamps: pd.DatetimeIndex |
         stamps_ns = np.asarray(bar_timestamps, dtype=np.int64)
     days, day_of_bar = np.unique(session_day_numbers(stamps_ns), return_inverse=True)
     history = membership_history()
-    state_of_day = history.state_index(days)
-    used = np.unique(state_of_day)
-    table = np.array([[s in history.states[i] for s in symbols] for i in used], dtype=bool)
-    table = table.reshape(len(used), len(symbols))
-    return table[np.searchsorted(used, state_of_day)][day_of_bar]
+    states = [history.states[i] for i in history.state_index(days)]
+    table = np.zeros((len(days), len(symbols)), dtype=bool)
+    for m, symbol in enumerate(symbols):
+        for name, until_day in history.former_names(symbol):
+            current = days < until_day
+            table[:, m] |= current & np.fromiter((name in s for s in states), dtype=bool, count=len(days))
+    return table[day_of_bar]
 
 
 def ever_members(first: dt.date, last: dt.date) -> frozenset[str]:
     """Tickers that were NASDAQ-100 members on at least one day from ``first`` to ``last`` inclusive.
+
+    Includes today's ticker of a member renamed later (META for a window in 2020, when FB was in).
 
     Raises:
         DataError: a date outside the covered years.
@@ -137,7 +156,11 @@ def ever_members(first: dt.date, last: dt.date) -> frozenset[str]:
     history = membership_history()
     lo, hi = (pd.Timestamp(d).value // NS_PER_DAY for d in (first, last))
     span = history.state_index(np.asarray([lo, hi], dtype=np.int64))
-    return frozenset().union(*history.states[int(span[0]) : int(span[1]) + 1])
+    members = set().union(*history.states[int(span[0]) : int(span[1]) + 1])
+    for _, old, new in sorted(history.renames):
+        if old in members:
+            members.add(new)
+    return frozenset(members)
 
 
 def check_universe(universe: str) -> str:

@@ -77,6 +77,8 @@ def test_packaged_file_keeps_attribution_and_license() -> None:
     document = json.loads(folder.joinpath("nasdaq100_membership.json").read_text())
     assert "n100tickers" in document["attribution"]
     assert document["license"].startswith("MIT License")
+    assert "index-constitution" in document["renames_attribution"]
+    assert {"date": "2022-06-09", "old": "FB", "new": "META"} in document["renames"]
     assert "Jeff McCarrell" in folder.joinpath("nasdaq100_membership.LICENSE").read_text()
 
 
@@ -103,6 +105,15 @@ def test_membership_mask_uses_the_new_york_date_of_minute_bars() -> None:
     stamps = bar_starts("1min", "2020-04-29", "2020-04-30")
     mask = membership_mask(("ZM",), stamps)
     assert mask[:, 0].tolist() == [False] * 390 + [True] * 390
+
+
+def test_todays_ticker_inherits_membership_under_its_former_name() -> None:
+    stamps = pd.DatetimeIndex(["2020-01-02 14:30", "2022-06-08 13:30", "2022-06-09 13:30"], tz="UTC")
+    mask = membership_mask(("META", "FB"), stamps)
+    assert mask[:, 0].tolist() == [True, True, True]  # META is FB before 2022-06-09
+    assert mask[:, 1].tolist() == [True, True, False]  # FB is no ticker after the rename
+    assert "META" not in nasdaq100_members("2020-01-02")  # the raw list keeps the ticker of the day
+    assert "META" in ever_members(dt.date(2020, 1, 1), dt.date(2020, 12, 31))
 
 
 def test_ever_members_spans_the_window() -> None:

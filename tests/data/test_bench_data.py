@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pytest
+
 from clirun import run_cli
+from finpod.bench import data_bench
 
 
 def test_bench_data_json_reports_every_stage_and_the_panel() -> None:
@@ -49,3 +53,16 @@ def test_bench_data_rejects_an_unknown_device() -> None:
     result = run_cli("bench", "data", "--symbols", "2", "--days", "3", "--device", "tpu")
     assert result.exit_code == 2
     assert "error: --device 'tpu'" in result.stderr
+
+
+def test_peak_measurement_sees_an_allocation_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    allocation_bytes = 200 * 2**20
+    for linux_counter in (True, False):
+        if not linux_counter:
+            monkeypatch.setattr(data_bench, "_linux_peak_reset", lambda: False)
+        with data_bench.measure_peak() as memory:
+            block = np.ones(allocation_bytes // 8)
+            assert block.sum() > 0
+        del block
+        before, peak = memory
+        assert peak - before >= 0.9 * allocation_bytes, linux_counter

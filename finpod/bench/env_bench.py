@@ -55,6 +55,10 @@ class EnvBenchResult:
         numpy_steps: steps of the classic numpy env.
         numpy_steps_per_second: its env steps per second.
         speedup: ``env_steps_per_second / numpy_steps_per_second``.
+        min_bytes_per_env_step: the memory traffic one env step cannot avoid (see
+            :func:`min_bytes_per_env_step`).
+        achieved_bytes_per_second: ``env_steps_per_second x min_bytes_per_env_step``, to compare
+            with the device's memory bandwidth.
     """
 
     device: str
@@ -74,6 +78,8 @@ class EnvBenchResult:
     numpy_steps: int
     numpy_steps_per_second: float
     speedup: float
+    min_bytes_per_env_step: int
+    achieved_bytes_per_second: float
 
     def to_json_dict(self) -> dict[str, object]:
         """The result as plain JSON values."""
@@ -109,6 +115,20 @@ def random_walk_panel(num_sessions: int, num_assets: int, num_features: int, see
         tradable=torch.ones(num_bars, num_assets, dtype=torch.bool),
         segments={"train": (0, num_bars)},
     )
+
+
+def min_bytes_per_env_step(num_assets: int, obs_dim: int, action_dim: int, every_step_resets: bool) -> int:
+    """Bytes one env step must move at least (float32): a model, to judge memory-bandwidth use.
+
+    Reads the action (``A``), the fill bar's row of the market table (``4 M``), the holdings
+    (``M``) and one observation template row (``D``); writes the holdings (``M``) and the
+    observation (``D``). A step that may autoreset (every step of a CUDA graph) also reads a second
+    template row and writes ``final_obs`` (``2 D`` more). Per-env scalars are left out.
+    """
+    floats = action_dim + 4 * num_assets + 2 * num_assets + 2 * obs_dim
+    if every_step_resets:
+        floats += 2 * obs_dim
+    return 4 * floats
 
 
 def resolve_device(name: str) -> torch.device:
@@ -218,6 +238,7 @@ def run_env_bench(
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KIB
     tensors = [env.market.bars, env.market.obs_template, *env.state]
     env_steps_per_second = num_envs * timed_steps / seconds
+    traffic = min_bytes_per_env_step(num_assets, env.obs_dim, env.action_dim, graphed)
     numpy_steps_per_second = numpy_steps / numpy_seconds
     return EnvBenchResult(
         device=str(device),
@@ -237,4 +258,6 @@ def run_env_bench(
         numpy_steps=numpy_steps,
         numpy_steps_per_second=numpy_steps_per_second,
         speedup=env_steps_per_second / numpy_steps_per_second,
+        min_bytes_per_env_step=traffic,
+        achieved_bytes_per_second=env_steps_per_second * traffic,
     )

@@ -127,6 +127,10 @@ def env(
         f"({'CUDA allocated' if r.device.startswith('cuda') else 'process RSS'}); "
         f"env tables and state {r.env_tensor_bytes / 2**20:.1f} MiB"
     )
+    typer.echo(
+        f"memory traffic (model, {r.min_bytes_per_env_step:,} B per env step): "
+        f"{r.achieved_bytes_per_second / 1e9:.1f} GB/s"
+    )
 
 
 @app.command("data")

@@ -58,7 +58,8 @@ def build_market(panel: Panel, segment: str, config: EnvConfig, device: torch.de
     Returns:
         The :class:`Market` of the whole panel with the segment's episode bounds. Its tables are
         read-only and shared by every env built on the same panel object, fill mode, volume cap and
-        device (they are about the panel's size, so a pool of envs must not copy them each).
+        device (they are about the panel's size, so a pool of envs must not copy them each); a
+        panel must therefore not be modified in place once an env trades it.
 
     Raises:
         SpecError: the segment is unknown, out of the panel, or shorter than two bars.

@@ -24,6 +24,7 @@ import torch
 from rich.console import Console
 
 import finpod
+from finpod.backtest.pyfolio_format import write_pyfolio_csvs
 from finpod.backtest.result import BacktestResult
 from finpod.backtest.runner import run_backtest
 from finpod.data.panel import Panel
@@ -132,6 +133,8 @@ def run(
     del panel
     full = backtest_panel(spec, bars, symbols, str(device))
     backtest = run_backtest(full, "backtest", env_config(spec, random_start=False), policies, device)
+    for result in (validation, backtest):
+        write_pyfolio_csvs(result, run_dir.pyfolio / result.segment)
     entries = leaderboard_records(leaderboard)
     paths = write_report(
         run_dir.root,

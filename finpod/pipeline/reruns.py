@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
+from finpod.backtest.pyfolio_format import write_pyfolio_csvs
 from finpod.backtest.result import BacktestResult
 from finpod.backtest.runner import run_backtest
 from finpod.env.trading_env import TradingEnv
@@ -63,18 +64,6 @@ def rerun_backtest(run_dir: Path, segment: str, *, console: Console) -> Backtest
     print_summary(console, result, None, None)
     console.print(f"pyfolio CSVs: {folder}", soft_wrap=True)
     return result
-
-
-def write_pyfolio_csvs(result: BacktestResult, folder: Path) -> None:
-    """``returns.csv`` (one column per trader) and ``<name>_positions.csv`` / ``_transactions.csv``."""
-    import pandas as pd
-
-    folder.mkdir(parents=True, exist_ok=True)
-    returns = pd.DataFrame({name: trader.returns for name, trader in result.traders.items()})
-    returns.to_csv(folder / "returns.csv")
-    for name, trader in result.traders.items():
-        trader.positions_usd.to_csv(folder / f"{name}_positions.csv")
-        trader.transactions.to_csv(folder / f"{name}_transactions.csv")
 
 
 def rebuild(run_dir: Path, *, console: Console) -> Path:

@@ -613,7 +613,8 @@ class PPOAgent:
 
         Loads with ``torch.load(path, weights_only=True)``. Keys: ``format``, ``config`` (plain
         dict), ``obs_dim``, ``action_dim``, ``action_low``, ``action_high``, ``seed``, ``model``,
-        ``obs_stats``, ``optimizer``, ``env_steps``, ``policy_version``, ``rng_state``.
+        ``obs_stats``, ``optimizer``, ``env_steps``, ``policy_version``, ``rng_state`` and
+        ``rng_device_type`` (the generator's device type: CPU and CUDA generator states differ).
         """
         return {
             "format": STATE_FORMAT,
@@ -629,13 +630,16 @@ class PPOAgent:
             "env_steps": self.env_steps,
             "policy_version": self.policy_version,
             "rng_state": self.generator.get_state(),
+            "rng_device_type": self.device.type,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore networks, statistics, optimiser, counters and RNG from :meth:`state_dict`'s output.
 
         The snapshot's config must equal this agent's (use :meth:`from_state_dict` to take the
-        snapshot's, or :meth:`load_weights_from` to keep this agent's hyper-parameters).
+        snapshot's, or :meth:`load_weights_from` to keep this agent's hyper-parameters). The random
+        generator's state is restored when the snapshot comes from the same device type; across
+        CPU and CUDA it is re-seeded from ``(seed, policy_version)`` instead (still deterministic).
         """
         _check_format(state)
         if PPOConfig.from_dict(state["config"]) != self.config:
@@ -645,7 +649,10 @@ class PPOAgent:
         self.load_weights_from(state, keep_optimizer=True)
         self.env_steps = int(state["env_steps"])
         self.policy_version = int(state["policy_version"])
-        self.generator.set_state(state["rng_state"])
+        if state["rng_device_type"] == self.device.type:
+            self.generator.set_state(state["rng_state"].cpu())
+        else:  # a CUDA generator state means nothing to a CPU generator (and back): reseed reproducibly
+            self.generator.manual_seed(self.seed * _SEED_SPACE + self.policy_version)
         self._env = None
         self._next_obs = None
 

@@ -303,6 +303,18 @@ def test_state_dict_round_trip_through_torch_load_weights_only(tmp_path: Path) -
     assert after_original == after_restored
 
 
+def test_a_snapshot_from_another_device_type_loads_with_a_reproducible_generator() -> None:
+    agent = toy_agent(seed=6)
+    agent.train_round(toy_env(num_envs=32))
+    state = agent.state_dict()
+    state["rng_device_type"] = "cuda"  # what a GPU-trained snapshot carries: a 16-byte Philox state
+    state["rng_state"] = torch.zeros(16, dtype=torch.uint8)
+    first, second = PPOAgent.from_state_dict(state), PPOAgent.from_state_dict(state)
+    obs = torch.randn(32, OBS_DIM, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(first.act(obs), agent.act(obs))
+    assert torch.equal(first.act(obs, deterministic=False), second.act(obs, deterministic=False))
+
+
 def test_load_weights_into_an_agent_with_other_hyper_parameters() -> None:
     leader = toy_agent(seed=1)
     leader.train_round(toy_env(num_envs=32))

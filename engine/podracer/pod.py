@@ -200,7 +200,8 @@ def run_round(pod: Pod, train_rounds: int, evaluate: Evaluate) -> RoundResult:
     """Train ``pod`` for ``train_rounds`` agent rounds, then score it with ``evaluate``.
 
     Raises:
-        TournamentError: ``evaluate`` returned something that is not a finite number.
+        TournamentError: the agent reported no env steps (the budget could never run out), or
+            ``evaluate`` returned something that is not a finite number.
     """
     env_steps = 0
     started = time.perf_counter()
@@ -209,6 +210,10 @@ def run_round(pod: Pod, train_rounds: int, evaluate: Evaluate) -> RoundResult:
         stats = pod.agent.train_round(pod.env)
         env_steps += stats.env_steps
     trained = time.perf_counter()
+    if env_steps <= 0:
+        raise TournamentError(
+            f"pod {pod.pod_id}'s train_round reported {env_steps} env steps; it must collect some"
+        )
     score = evaluate(pod_policy(pod.agent))
     evaluated = time.perf_counter()
     if isinstance(score, bool) or not isinstance(score, numbers.Real) or not math.isfinite(score):

@@ -14,6 +14,8 @@ import pytest
 import torch
 
 from engine._tournament_kit import (
+    ACTION_DIM,
+    OBS_DIM,
     ROUND_ENV_STEPS,
     TINY_PPO,
     Validation,
@@ -34,6 +36,8 @@ from podracer import (
     TournamentEvent,
     read_events,
 )
+from podracer.api import RoundStats, TensorVectorEnv
+from podracer.ppo import PPOAgent
 from podracer.toy import TargetMatchingEnv
 
 BLOCK_TIMEOUT_S = 60.0
@@ -338,3 +342,20 @@ def test_a_pod_round_is_eval_every_rounds_training_rounds_then_one_evaluation(tm
     result = Tournament(config, tmp_path, make_agent, TINY_PPO, make_env, evaluate).run()
     assert (result.rounds, evaluate.calls, result.env_steps) == (3, 3, 9 * ROUND_ENV_STEPS)
     assert [e.policy_version for e in result.leaderboard.entries] == [9]
+
+
+class _IdleAgent(PPOAgent):
+    """A PPO agent whose rounds collect nothing: a tournament must not wait on it forever."""
+
+    def train_round(self, env: TensorVectorEnv) -> RoundStats:
+        return RoundStats(env_steps=0, seconds=0.0)
+
+
+def test_an_agent_that_collects_no_env_steps_is_a_crash_not_an_endless_loop(tmp_path: Path) -> None:
+    def idle_agent(config: Any, seed: int) -> _IdleAgent:
+        return _IdleAgent(OBS_DIM, ACTION_DIM, 0.0, 1.0, config, "cpu", seed)
+
+    config = tournament_config(pool_size=1, max_consecutive_crashes=2)
+    tournament = Tournament(config, tmp_path, idle_agent, TINY_PPO, make_env, Validation())
+    with pytest.raises(TournamentError, match="reported 0 env steps"):
+        tournament.run()

@@ -6,7 +6,7 @@ rank-softmax, ``P(rank r) ∝ exp(-r / temperature)`` with rank 0 the best (rank
 the choice does not depend on the score's scale), and inherits that entry's weights and
 hyper-parameters with each ``PERTURBABLE`` field multiplied by a factor drawn log-uniformly from
 ``[1 / (1 + perturb_scale), 1 + perturb_scale]`` and clamped to the field's bounds (a field at 0
-stays at its lower bound's side: multiplication cannot move it off 0 unless the bound does).
+stays at 0 unless its lower bound is above 0, where the clamp lifts it).
 
 Every random draw comes from the generator passed in, in a fixed order, so one seed gives one
 sequence of pods.

@@ -1,0 +1,57 @@
+"""User errors of ``finpod run``, ``finpod backtest`` and ``finpod report``: exit 2, one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clirun import run_cli
+from finpod.spec import REPO_ROOT
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("run", "no/such/spec.toml"), "spec file not found"),
+        (("backtest", "no/such/run"), "not a finpod run folder"),
+        (("report", "no/such/run"), "not a finpod run folder"),
+        (("backtest", str(REPO_ROOT), "--segment", "train"), "--segment"),
+    ],
+)
+def test_user_errors_exit_2_with_one_line(args: tuple[str, ...], message: str) -> None:
+    result = run_cli(*args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ")
+    assert message in result.stderr
+    assert result.stderr.strip().count("\n") == 0
+
+
+def test_bad_spec_field_exits_2_naming_field_and_fix(tmp_path: Path) -> None:
+    text = (REPO_ROOT / "strategies" / "demo.toml").read_text().replace("fee_rate = 0.002", "fee_rate = -0.1")
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text, encoding="utf-8")
+    result = run_cli("run", str(bad), "--out", str(tmp_path / "reports"))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"error: {bad}: env.fee_rate: must be greater than or equal to 0 (got -0.1); "
+        "fix: set env.fee_rate (fee per trade as a fraction of traded notional), e.g. 0.002"
+    )
+    assert not (tmp_path / "reports").exists()
+
+
+def test_resume_without_an_unfinished_run_is_a_user_error(tmp_path: Path) -> None:
+    result = run_cli("run", str(REPO_ROOT / "strategies" / "demo.toml"), "--out", str(tmp_path), "--resume")
+    assert result.exit_code == 2
+    assert "no unfinished run of spec 'demo'" in result.stderr
+
+
+def test_missing_dataset_exits_2_naming_the_fix(tmp_path: Path) -> None:
+    text = (REPO_ROOT / "strategies" / "nasdaq100_daily_pooksoft.toml").read_text()
+    spec_file = tmp_path / "pooksoft.toml"
+    spec_file.write_text(text.replace('path = "data/pooksoft_daily"', 'path = "no_such_dataset"'))
+    result = run_cli("run", str(spec_file), "--out", str(tmp_path / "reports"))
+    assert result.exit_code == 2
+    assert "data.path: dataset folder not found" in result.stderr
+    assert "finpod data import" in result.stderr
+    assert not (tmp_path / "reports").exists()

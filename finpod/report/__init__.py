@@ -1,0 +1,1 @@
+"""Run reports: metrics (empyrical), plots, the pyfolio tear sheet and one self-contained HTML page."""

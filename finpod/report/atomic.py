@@ -6,6 +6,9 @@ import os
 import tempfile
 from pathlib import Path
 
+FILE_MODE = 0o644
+"""Permissions of written files (readable by everyone, like an ordinary ``open(..., "w")``)."""
+
 
 def write_bytes_atomic(path: Path, payload: bytes) -> None:
     """Write ``payload`` to a temporary file beside ``path``, fsync it, then rename it over ``path``.
@@ -15,6 +18,7 @@ def write_bytes_atomic(path: Path, payload: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(handle, FILE_MODE)
         with os.fdopen(handle, "wb") as temp_file:
             temp_file.write(payload)
             temp_file.flush()

@@ -15,8 +15,6 @@ from unittest import mock
 
 import matplotlib.pyplot as plt
 import pandas as pd
-import pyfolio
-import pyfolio.utils
 
 from finpod.report.atomic import write_bytes_atomic
 from finpod.report.quiet import quiet_analytics
@@ -68,6 +66,10 @@ def write_tearsheet(
 
     figure = None
     try:
+        with quiet_analytics():
+            import pyfolio  # imported here: slow, and it warns about zipline at import time
+            import pyfolio.utils
+
         with quiet_analytics(), mock.patch.object(pyfolio.utils, "display", capture):
             figure = pyfolio.create_returns_tear_sheet(
                 returns.astype(float).rename(trader_name),

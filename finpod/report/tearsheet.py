@@ -43,14 +43,20 @@ class TearSheet:
 
 
 def write_tearsheet(
-    returns: pd.Series, benchmark_returns: pd.Series | None, *, trader_name: str, path: Path
+    returns: pd.Series,
+    benchmark_returns: pd.Series | None,
+    *,
+    trader_name: str,
+    benchmark_name: str,
+    path: Path,
 ) -> TearSheet:
     """Draw ``pyfolio.create_returns_tear_sheet`` for one trader and save it as a PNG.
 
     Args:
         returns: the trader's daily simple returns (fraction), UTC session index.
         benchmark_returns: the benchmark's daily simple returns on the same sessions, or ``None``.
-        trader_name: shown in pyfolio's legends.
+        trader_name: the trader's name (pyfolio itself labels it "Backtest").
+        benchmark_name: shown in pyfolio's legends for the benchmark.
         path: where to write the PNG (atomically).
 
     Returns:
@@ -73,7 +79,9 @@ def write_tearsheet(
         with quiet_analytics(), mock.patch.object(pyfolio.utils, "display", capture):
             figure = pyfolio.create_returns_tear_sheet(
                 returns.astype(float).rename(trader_name),
-                benchmark_rets=None if benchmark_returns is None else benchmark_returns.astype(float),
+                benchmark_rets=None
+                if benchmark_returns is None
+                else benchmark_returns.astype(float).rename(benchmark_name),
                 return_fig=True,
             )
             buffer = io.BytesIO()

@@ -171,6 +171,7 @@ def write_report(
         primary.returns,
         benchmark_returns_of(backtest),
         trader_name=primary.name,
+        benchmark_name=backtest.benchmark_name,
         path=out_dir / TEARSHEET_FILE,
     )
     segments = {"backtest": _segment_meta(backtest, backtest_metrics)}

@@ -10,21 +10,24 @@ Example::
     result.metrics                                 # DataFrame: Sharpe, drawdown, Calmar... per trader
     result.backtest.traders["best"].returns        # pyfolio daily returns (pd.Series)
     result.report_html                             # reports/<run_id>/report.html
-    again = finpod.load_run(result.run_dir)        # reload a finished run (recomputes its backtests)
+    again = finpod.load_run(result.run_dir)        # read a finished run back from its folder
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
 
 from finpod.data.store import Manifest, read_dataset
+from finpod.errors import SpecError
 from finpod.pipeline.main import RunResult, leaderboard_records
 from finpod.pipeline.main import run as _run_pipeline
-from finpod.pipeline.reruns import backtest_run
 from finpod.pipeline.rundir import RunDir
+from finpod.report.artifacts import read_segment
+from finpod.report.writer import HTML_FILE, METRICS_FILE, VALIDATION_DIR
 from finpod.spec import REPO_ROOT, Spec
 from podracer import Leaderboard
 from podracer.orchestrator import LEADERBOARD_DIR
@@ -70,10 +73,19 @@ def run(
 
 
 def load_run(run_dir: str | Path) -> RunResult:
-    """A finished run, its validation and backtest segments recomputed (deterministically)."""
-    run_folder = RunDir(Path(run_dir).expanduser().resolve())
-    spec = run_folder.load_spec()
-    validation = backtest_run(run_folder.root, "validation")
-    backtest = backtest_run(run_folder.root, "backtest")
-    entries = leaderboard_records(Leaderboard.open(run_folder.tournament / LEADERBOARD_DIR))
-    return RunResult(run_folder.root, spec, validation, backtest, entries, run_folder.root / "report.html")
+    """A finished run read back from its folder (``metrics.json`` and the pyfolio CSVs it saved).
+
+    Raises:
+        SpecError: not a finished finpod run folder.
+    """
+    folder = RunDir(Path(run_dir).expanduser().resolve())
+    spec = folder.load_spec()
+    if folder.read_info().get("status") != "done":
+        raise SpecError(
+            f"{folder.root}: the run has not finished; fix: `finpod run {folder.spec_toml} --resume`"
+        )
+    segments = json.loads((folder.root / METRICS_FILE).read_text(encoding="utf-8"))["segments"]
+    backtest = read_segment(folder.root, segments["backtest"])
+    validation = read_segment(folder.root / VALIDATION_DIR, segments["validation"])
+    entries = leaderboard_records(Leaderboard.open(folder.tournament / LEADERBOARD_DIR))
+    return RunResult(folder.root, spec, validation, backtest, entries, folder.root / HTML_FILE)

@@ -7,12 +7,11 @@ fills. Daily figures are read at each session's last bar (the session close).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from finpod.backtest.result import BacktestResult, TraderKind, TraderResult
+from finpod.backtest.result import TraderKind, TraderResult
 from finpod.data.panel import Panel
 
 MIN_TRANSACTION_USD = 0.01
@@ -121,25 +120,3 @@ def _transactions(panel: Panel, ledger: Ledger) -> pd.DataFrame:
         },
         index=pd.DatetimeIndex(stamps, name="date"),
     )
-
-
-def write_pyfolio_csvs(result: BacktestResult, folder: Path) -> None:
-    """Save a segment's results as CSV files in ``folder`` (created), for pyfolio and scripts.
-
-    Files: ``returns.csv``, ``equity_usd.csv``, ``costs_usd.csv``, ``turnover.csv`` (one column per
-    trader and baseline, one row per session) and ``<name>_positions.csv`` /
-    ``<name>_transactions.csv`` per trader and baseline (pyfolio layouts).
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    traders = result.traders
-    daily = {
-        "returns": {name: t.returns for name, t in traders.items()},
-        "equity_usd": {name: t.equity_usd for name, t in traders.items()},
-        "costs_usd": {name: t.costs_usd for name, t in traders.items()},
-        "turnover": {name: t.turnover for name, t in traders.items()},
-    }
-    for file_stem, columns in daily.items():
-        pd.DataFrame(columns).to_csv(folder / f"{file_stem}.csv")
-    for name, trader in traders.items():
-        trader.positions_usd.to_csv(folder / f"{name}_positions.csv")
-        trader.transactions.to_csv(folder / f"{name}_transactions.csv")

@@ -24,7 +24,6 @@ import torch
 from rich.console import Console
 
 import finpod
-from finpod.backtest.pyfolio_format import write_pyfolio_csvs
 from finpod.backtest.result import BacktestResult
 from finpod.backtest.runner import run_backtest
 from finpod.data.panel import Panel
@@ -39,7 +38,6 @@ from finpod.pipeline.inputs import (
     universe_symbols,
 )
 from finpod.pipeline.progress import TrainingMonitor
-from finpod.pipeline.reporting import metrics_table, write_report
 from finpod.pipeline.rundir import RunDir, create_run_dir, find_resumable, reports_root
 from finpod.pipeline.summary import print_summary
 from finpod.pipeline.training import (
@@ -51,6 +49,7 @@ from finpod.pipeline.training import (
     env_config,
     validation_score,
 )
+from finpod.report import metrics_table, write_report
 from finpod.spec import Spec
 from podracer import EnsemblePolicy, Leaderboard, Policy, Tournament, TournamentConfig
 from podracer.orchestrator import STATE_NAME
@@ -133,8 +132,6 @@ def run(
     del panel
     full = backtest_panel(spec, bars, symbols, str(device))
     backtest = run_backtest(full, "backtest", env_config(spec, random_start=False), policies, device)
-    for result in (validation, backtest):
-        write_pyfolio_csvs(result, run_dir.pyfolio / result.segment)
     entries = leaderboard_records(leaderboard)
     paths = write_report(
         run_dir.root,

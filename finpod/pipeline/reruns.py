@@ -11,17 +11,17 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
-from finpod.backtest.pyfolio_format import write_pyfolio_csvs
 from finpod.backtest.result import BacktestResult
 from finpod.backtest.runner import run_backtest
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.pipeline.inputs import backtest_panel, load_bars, selection_panel, universe_symbols
 from finpod.pipeline.main import PROBE_ENVS, PROBE_SEED, select
-from finpod.pipeline.reporting import rebuild_report
 from finpod.pipeline.rundir import RunDir
 from finpod.pipeline.summary import print_summary
 from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, env_config
+from finpod.report import rebuild_report
+from finpod.report.artifacts import write_segment
 from podracer import Leaderboard
 from podracer.orchestrator import LEADERBOARD_DIR
 
@@ -60,7 +60,7 @@ def rerun_backtest(run_dir: Path, segment: str, *, console: Console) -> Backtest
     """Recompute a segment, print its table and write pyfolio CSVs under ``<run>/rerun/<segment>/``."""
     result = backtest_run(run_dir, segment)
     folder = Path(run_dir).expanduser().resolve() / RERUN_DIR / segment
-    write_pyfolio_csvs(result, folder)
+    write_segment(result, folder)
     print_summary(console, result, None, None)
     console.print(f"pyfolio CSVs: {folder}", soft_wrap=True)
     return result

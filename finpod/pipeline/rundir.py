@@ -59,11 +59,6 @@ class RunDir:
         return self.root / "tensorboard"
 
     @property
-    def pyfolio(self) -> Path:
-        """pyfolio-format CSVs (returns, positions, transactions...), one folder per segment."""
-        return self.root / "pyfolio"
-
-    @property
     def run_file(self) -> Path:
         """``run.json``: status, spec hash, device, dataset, times."""
         return self.root / RUN_FILE

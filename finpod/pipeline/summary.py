@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from finpod.backtest.result import BacktestResult
-from finpod.pipeline.reporting import metrics_table
+from finpod.report import metrics_table
 
 PERCENT_COLUMNS = ("cumulative_return", "annual_return", "annual_volatility", "max_drawdown")
 RATIO_COLUMNS = ("sharpe_ratio", "sortino_ratio", "calmar_ratio")

@@ -1,0 +1,48 @@
+"""The Python API of the README: load a dataset, build a spec in code, run, read pandas objects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from tiny import SYMBOLS, tiny_bars, tiny_spec, write_tiny_dataset
+
+import finpod
+
+
+def test_api_run_metrics_returns_and_reload(tmp_path: Path) -> None:
+    dataset = write_tiny_dataset(tmp_path / "data", tiny_bars(seed=11))
+    bars, manifest = finpod.load_dataset(dataset)
+    assert set(bars["symbol"]) == set(SYMBOLS)
+    assert manifest.frequency == "1d"
+
+    spec = tiny_spec(dataset).with_(env={"fee_rate": 0.002})
+    assert isinstance(spec, finpod.Spec)
+    result = finpod.run(spec, out=tmp_path / "reports", quiet=True)
+
+    metrics = result.metrics
+    assert isinstance(metrics, pd.DataFrame)
+    assert list(metrics.index) == ["best", "ensemble_top2", "equal_weight", "market", "cash"]
+    assert {"sharpe_ratio", "max_drawdown", "calmar_ratio", "annual_return"} <= set(metrics.columns)
+    best = result.backtest.traders["best"]
+    assert isinstance(best.returns, pd.Series)
+    assert best.returns.index[0] == pd.Timestamp("2019-10-01", tz="UTC")
+    equity = (1 + best.returns).cumprod() * result.backtest.initial_cash_usd
+    pd.testing.assert_series_equal(equity, best.equity_usd, check_names=False, rtol=1e-9)
+    assert result.leaderboard[0]["rank"] == 1
+    assert result.leaderboard[0]["score"] >= result.leaderboard[-1]["score"]
+
+    assert result.report_html.is_file()
+
+    again = finpod.load_run(result.run_dir)
+    assert list(again.backtest.traders) == list(result.backtest.traders)
+    for name, trader in result.backtest.traders.items():
+        pd.testing.assert_series_equal(
+            trader.returns,
+            again.backtest.traders[name].returns,
+            check_names=False,
+            check_freq=False,
+            check_index_type=False,
+        )
+        assert (trader.returns.index == again.backtest.traders[name].returns.index).all()
+    pd.testing.assert_frame_equal(result.validation_metrics, again.validation_metrics)

@@ -1,0 +1,70 @@
+"""``finpod run``, ``finpod backtest`` and ``finpod report`` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from tiny import tiny_bars, tiny_spec, write_tiny_dataset
+
+from clirun import run_cli
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny run made by ``finpod run SPEC --out DIR``; returns its run folder."""
+    root = tmp_path_factory.mktemp("cli")
+    dataset = write_tiny_dataset(root / "data", tiny_bars(seed=7))
+    spec_file = root / "tiny.toml"
+    spec_file.write_text(tiny_spec(dataset).to_toml(), encoding="utf-8")
+    result = run_cli("run", str(spec_file), "--out", str(root / "reports"))
+    assert result.exit_code == 0, result.stderr
+    (run_dir,) = (root / "reports").iterdir()
+    assert f"report: {run_dir / 'report.html'}" in result.stdout
+    for column in ("trader", "Sharpe", "max DD", "Calmar", "val. Sharpe"):
+        assert column in result.stdout
+    for trader in ("best", "ensemble_top2", "equal_weight", "market", "cash"):
+        assert trader in result.stdout
+    return run_dir
+
+
+def test_run_folder_holds_spec_tournament_tensorboard_and_report(finished_run: Path) -> None:
+    info = json.loads((finished_run / "run.json").read_text())
+    assert info["status"] == "done"
+    assert finished_run.name.endswith(f"-tiny-{info['spec_hash']}")
+    assert (finished_run / "spec.toml").is_file()
+    assert json.loads((finished_run / "spec.json").read_text())["name"] == "tiny"
+    assert (finished_run / "tournament" / "leaderboard" / "index.json").is_file()
+    assert any((finished_run / "tensorboard").glob("events.out.tfevents.*"))
+    assert (finished_run / "report.html").is_file()
+    assert (finished_run / "metrics.json").is_file()
+    for folder in (finished_run, finished_run / "validation"):
+        for name in ("returns", "equity", "costs", "turnover", "positions", "transactions"):
+            assert (folder / f"{name}.csv").is_file()
+
+
+def test_backtest_rerun_reproduces_the_saved_returns(finished_run: Path) -> None:
+    result = run_cli("backtest", str(finished_run), "--segment", "backtest")
+    assert result.exit_code == 0, result.stderr
+    assert "backtest 2019-10-01 .. 2019-12-31" in result.stdout
+    returns = pd.read_csv(finished_run / "rerun" / "backtest" / "returns.csv", index_col=0)
+    assert {"best", "ensemble_top2", "equal_weight", "market", "cash"} <= set(returns.columns)
+    original = pd.read_csv(finished_run / "returns.csv", index_col=0)
+    pd.testing.assert_frame_equal(returns, original)
+    again = run_cli("backtest", str(finished_run), "--segment", "validation")
+    assert again.exit_code == 0, again.stderr
+    assert "validation 2019-07-01 .. 2019-09-30" in again.stdout
+    validation = pd.read_csv(finished_run / "rerun" / "validation" / "returns.csv", index_col=0)
+    original = pd.read_csv(finished_run / "validation" / "returns.csv", index_col=0)
+    pd.testing.assert_frame_equal(validation, original)
+
+
+def test_report_rebuilds(finished_run: Path) -> None:
+    html = finished_run / "report.html"
+    html.unlink()
+    result = run_cli("report", str(finished_run))
+    assert result.exit_code == 0, result.stderr
+    assert html.is_file()
+    assert str(html) in result.stdout

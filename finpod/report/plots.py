@@ -302,9 +302,8 @@ def render_plots(
 ) -> list[PlotImage]:
     """Build, save (``plots_dir/<name>.png``) and return every report figure, in report order."""
     primary = primary_trader(backtest)
-    builders: list[tuple[str, str, Figure]] = []
     with report_style():
-        builders = [
+        builders: list[tuple[str, str, Figure]] = [
             ("equity", "Equity curves", equity_figure(backtest, log_scale=False)),
             ("equity_log", "Equity curves, log scale", equity_figure(backtest, log_scale=True)),
             ("drawdown", "Drawdowns", drawdown_figure(backtest)),

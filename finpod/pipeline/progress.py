@@ -76,5 +76,5 @@ class TrainingMonitor:
             if scores:
                 self._writer.add_scalar("tournament/best_validation_score", scores[0], step)
         board = " ".join(f"{score:+.2f}" for score in scores[:LEADERS_SHOWN]) or "empty"
-        stats = f"pods {self._pods} | leaderboard (val Sharpe) {board} | {self._steps_per_s:,.0f} steps/s"
+        stats = f"pods {self._pods} | val Sharpe {board} | {self._steps_per_s:,.0f} steps/s"
         self._progress.update(self._task, completed=step, stats=stats)

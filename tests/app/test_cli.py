@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tiny import tiny_bars, tiny_spec, write_tiny_dataset
 
 from clirun import run_cli
@@ -37,7 +38,10 @@ def test_run_folder_holds_spec_tournament_tensorboard_and_report(finished_run: P
     assert (finished_run / "spec.toml").is_file()
     assert json.loads((finished_run / "spec.json").read_text())["name"] == "tiny"
     assert (finished_run / "tournament" / "leaderboard" / "index.json").is_file()
-    assert any((finished_run / "tensorboard").glob("events.out.tfevents.*"))
+    events = EventAccumulator(str(finished_run / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"tournament/best_validation_score", "tournament/env_steps_per_s", "pods/validation_score"} <= tags
     assert (finished_run / "report.html").is_file()
     assert (finished_run / "metrics.json").is_file()
     for folder in (finished_run, finished_run / "validation"):

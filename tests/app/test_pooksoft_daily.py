@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import empyrical as ep
 import pandas as pd
 import pytest
 from rich.console import Console
@@ -49,7 +50,13 @@ def test_pooksoft_daily_spec_end_to_end(shared_data: Path, tmp_path: Path) -> No
     assert {"AAPL", "MSFT", "AMZN"} <= held
 
     metrics = json.loads((result.run_dir / "metrics.json").read_text())
+    saved = pd.read_csv(result.run_dir / "returns.csv", index_col=0)
     html = result.report_html.read_text(encoding="utf-8")
+    traders = metrics["segments"]["backtest"]["traders"]
     for name in ("best", "ensemble_top2", "equal_weight", "cash"):
-        assert name in json.dumps(metrics)
         assert name in html
+        figures = traders[name]["metrics"]
+        assert figures["cumulative_return"] == pytest.approx(ep.cum_returns_final(saved[name].to_numpy()))
+        assert figures["max_drawdown"] == pytest.approx(ep.max_drawdown(saved[name].to_numpy()))
+    best_sharpe = ep.sharpe_ratio(saved["best"].to_numpy())
+    assert traders["best"]["metrics"]["sharpe_ratio"] == pytest.approx(best_sharpe)

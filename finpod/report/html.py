@@ -17,6 +17,8 @@ from finpod.report.leaderboard import LeaderboardEntry
 from finpod.report.metrics import METRICS, SESSIONS_PER_YEAR, MetricInfo, MetricValue
 
 EM_DASH = "—"
+TABLE_METRICS = tuple(info for info in METRICS if info.key != "num_sessions")
+"""Columns of the HTML metrics table (the session count is shown once, in the page header)."""
 UNIT_SUFFIX = {"fraction": "%", "ratio": "", "usd": "USD", "count": ""}
 """Unit shown in a metrics table header, by :class:`MetricInfo` unit."""
 
@@ -42,6 +44,7 @@ class HtmlSegment:
     start: str
     end: str
     benchmark_name: str
+    num_sessions: int
     kinds: dict[str, str]
     metrics: dict[str, dict[str, MetricValue]]
 
@@ -122,7 +125,7 @@ def render_html(
         headline=headline,
         backtest=backtest,
         validation=validation,
-        metrics_info=METRICS,
+        metrics_info=TABLE_METRICS,
         unit_suffix=UNIT_SUFFIX,
         best=best,
         plots=plots,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib.ticker as mticker
 import numpy as np
@@ -36,6 +37,9 @@ MIN_ROLLING_WINDOW_SESSIONS = 10
 """Shortest rolling window drawn; a shorter segment gets a 'too short' panel instead."""
 TOP_HOLDINGS = 8
 """Symbols shown individually in the holdings plot; the rest are summed as 'other'."""
+TRADER_TOP_ZORDER = 20.0
+"""Drawing order of the first trader's lines (later traders below it, baselines below all)."""
+BASELINE_ZORDER = 2.0
 MONTH_LABELS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
@@ -62,15 +66,40 @@ def _naive_dates(index: pd.Index) -> pd.DatetimeIndex:
     return dates.tz_convert(None) if dates.tz is not None else dates
 
 
-def _styled_lines(backtest: BacktestResult) -> list[tuple[str, TraderResult, str, str, float]]:
-    """(name, result, colour, line style, line width) per trader, traders bold, baselines dashed."""
+@dataclass(frozen=True)
+class LineStyle:
+    """How one trader or baseline is drawn in every line plot."""
+
+    name: str
+    result: TraderResult
+    colour: str
+    linestyle: str
+    linewidth: float
+    zorder: float
+
+    def kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``Axes.plot``."""
+        return {
+            "label": self.name,
+            "color": self.colour,
+            "linestyle": self.linestyle,
+            "linewidth": self.linewidth,
+            "zorder": self.zorder,
+        }
+
+
+def _styled_lines(backtest: BacktestResult) -> list[LineStyle]:
+    """One style per trader: traders solid and bold (the first one on top), baselines dashed below."""
     counters = {"trader": 0, "baseline": 0}
     lines = []
     for name, result in backtest.traders.items():
-        colour = colour_for(name, result.kind, counters[result.kind])
+        index = counters[result.kind]
         counters[result.kind] += 1
-        is_trader = result.kind == "trader"
-        lines.append((name, result, colour, "-" if is_trader else "--", 2.0 if is_trader else 1.4))
+        colour = colour_for(name, result.kind, index)
+        if result.kind == "trader":
+            lines.append(LineStyle(name, result, colour, "-", 2.0, TRADER_TOP_ZORDER - index))
+        else:
+            lines.append(LineStyle(name, result, colour, "--", 1.4, BASELINE_ZORDER))
     return lines
 
 
@@ -84,14 +113,9 @@ def equity_figure(backtest: BacktestResult, *, log_scale: bool) -> Figure:
     """Equity of every trader and baseline at each session close, USD (optionally log y axis)."""
     figure = new_figure()
     axes = figure.add_subplot()
-    for name, result, colour, style, width in _styled_lines(backtest):
+    for line in _styled_lines(backtest):
         axes.plot(
-            _naive_dates(result.equity_usd.index),
-            result.equity_usd.to_numpy(),
-            label=name,
-            color=colour,
-            linestyle=style,
-            linewidth=width,
+            _naive_dates(line.result.equity_usd.index), line.result.equity_usd.to_numpy(), **line.kwargs()
         )
     if log_scale:
         axes.set_yscale("log")
@@ -108,15 +132,13 @@ def drawdown_figure(backtest: BacktestResult) -> Figure:
     """Underwater curve: equity below its running peak, percent, per trader and baseline."""
     figure = new_figure(height_in=3.6)
     axes = figure.add_subplot()
-    for name, result, colour, style, width in _styled_lines(backtest):
-        wealth = (1.0 + result.returns.astype(float)).cumprod()
+    for line in _styled_lines(backtest):
+        wealth = (1.0 + line.result.returns.astype(float)).cumprod()
         underwater = wealth / wealth.cummax().clip(lower=1.0) - 1.0
         dates = _naive_dates(underwater.index)
-        axes.plot(
-            dates, 100.0 * underwater.to_numpy(), label=name, color=colour, linestyle=style, linewidth=width
-        )
-        if result.kind == "trader":
-            axes.fill_between(dates, 100.0 * underwater.to_numpy(), 0.0, color=colour, alpha=0.08)
+        axes.plot(dates, 100.0 * underwater.to_numpy(), **line.kwargs())
+        if line.result.kind == "trader":
+            axes.fill_between(dates, 100.0 * underwater.to_numpy(), 0.0, color=line.colour, alpha=0.08)
     axes.set_title(f"Drawdown from peak, {backtest.segment} segment")
     axes.set_ylabel("Drawdown (%)")
     axes.set_xlabel("Session")
@@ -148,20 +170,12 @@ def rolling_sharpe_figure(backtest: BacktestResult) -> Figure:
             f"sessions; this segment has {num_sessions}.",
         )
         return figure
-    for name, result, colour, style, width in _styled_lines(backtest):
-        returns = result.returns.astype(float)
-        rolling = returns.rolling(window)
+    for line in _styled_lines(backtest):
+        rolling = line.result.returns.astype(float).rolling(window)
         std = rolling.std().where(lambda value: value > 0.0)
         sharpe = rolling.mean() / std * math.sqrt(SESSIONS_PER_YEAR)
         if sharpe.notna().any():
-            axes.plot(
-                _naive_dates(sharpe.index),
-                sharpe.to_numpy(),
-                label=name,
-                color=colour,
-                linestyle=style,
-                linewidth=width,
-            )
+            axes.plot(_naive_dates(sharpe.index), sharpe.to_numpy(), **line.kwargs())
     axes.axhline(0.0, color=INK, linewidth=0.8)
     axes.set_title(f"Rolling Sharpe ratio, {window}-session window, {backtest.segment} segment")
     axes.set_ylabel("Sharpe (annualised)")

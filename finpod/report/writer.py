@@ -116,6 +116,7 @@ def _html_segment(backtest: BacktestResult, metrics: dict[str, dict[str, MetricV
         start=backtest.start.date().isoformat(),
         end=backtest.end.date().isoformat(),
         benchmark_name=backtest.benchmark_name,
+        num_sessions=max((len(result.returns) for result in backtest.traders.values()), default=0),
         kinds={name: result.kind for name, result in backtest.traders.items()},
         metrics=metrics,
     )

@@ -69,7 +69,7 @@ def test_every_image_loaded(rendered: dict[str, object], report: ReportPaths) ->
 
 def test_metrics_and_leaderboard_tables_are_there(rendered: dict[str, object]) -> None:
     assert rendered["metricsRows"] == 5  # best, ensemble_top3, equal_weight, market, cash
-    assert rendered["metricsHeaders"] == 17  # trader name + 16 metrics
+    assert rendered["metricsHeaders"] == 16  # trader name + 15 metrics (sessions are in the header)
     assert rendered["leaderboardRows"] == 3
 
 

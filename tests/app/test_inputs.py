@@ -1,0 +1,50 @@
+"""What a run trains on: universe resolution, the backtest cut, device choice, and their errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from tiny import SEGMENTS, tiny_bars, tiny_spec
+
+import finpod
+from finpod.errors import DataError, SpecError
+from finpod.pipeline.inputs import bars_before_backtest, universe_symbols
+from finpod.pipeline.rundir import create_run_dir
+
+
+def test_selection_bars_stop_before_the_backtest_session() -> None:
+    spec = tiny_spec(Path("/unused"))
+    bars = tiny_bars(seed=1)
+    kept = bars_before_backtest(spec, bars)
+    first_backtest = pd.Timestamp(SEGMENTS["backtest"][0], tz="UTC")
+    assert kept["timestamp"].max() < first_backtest
+    assert (bars["timestamp"] >= first_backtest).any()
+    assert len(kept) == int((bars["timestamp"] < first_backtest).sum())
+
+
+def test_universe_excludes_the_benchmark_and_checks_explicit_tickers() -> None:
+    spec = tiny_spec(Path("/unused"))
+    bars = tiny_bars(seed=1)
+    assert universe_symbols(spec, bars) == ["AAA", "BBB", "CCC"]
+    assert universe_symbols(spec.with_(universe=["CCC", "AAA"]), bars) == ["AAA", "CCC"]
+    with pytest.raises(DataError, match=r"universe: ZZZ not in the dataset; fix"):
+        universe_symbols(spec.with_(universe=["AAA", "ZZZ"]), bars)
+
+
+def test_device_cuda_needs_a_gpu() -> None:
+    spec = tiny_spec(Path("/unused")).with_(device="cuda")
+    if torch.cuda.is_available():
+        assert spec.resolve_device() == "cuda"
+    else:
+        with pytest.raises(SpecError, match=r'device: "cuda" but torch sees no GPU; fix'):
+            spec.resolve_device()
+    assert spec.with_(device="cpu").resolve_device() == "cpu"
+
+
+def test_load_run_refuses_an_unfinished_run(tmp_path: Path) -> None:
+    run = create_run_dir(tiny_spec(Path("/unused")), tmp_path, {"dataset": "x"})
+    with pytest.raises(SpecError, match="the run has not finished; fix"):
+        finpod.load_run(run.root)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 
 import pydantic
@@ -113,18 +114,26 @@ def test_single_session_notes_the_missing_tear_sheet(tmp_path: Path) -> None:
     assert note in paths.html.read_text(encoding="utf-8")
 
 
-def test_nothing_is_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write_report(
-        tmp_path,
-        backtest=make_backtest(num_sessions=30),
-        validation=None,
-        spec=SPEC,
-        leaderboard_history=[],
-        leaderboard_entries=[],
-        run_info=RUN_INFO,
-    )
-    captured = capsys.readouterr()
-    assert captured.out == ""
+def test_nothing_is_printed_and_no_warning_escapes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pyfolio's IPython display calls and empyrical/pyfolio/pandas deprecations stay inside the report."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        filters_before = list(warnings.filters)
+        write_report(
+            tmp_path,
+            backtest=make_backtest(num_sessions=30),
+            validation=None,
+            spec=SPEC,
+            leaderboard_history=[],
+            leaderboard_entries=[],
+            run_info=RUN_INFO,
+        )
+        filters_after = list(warnings.filters)
+    assert capsys.readouterr().out == ""
+    assert [str(warning.message) for warning in caught] == []
+    assert filters_after == filters_before  # silenced locally, never globally
 
 
 def test_leaderboard_entry_missing_a_key_is_named(tmp_path: Path) -> None:

@@ -266,7 +266,10 @@ def holdings_figure(result: TraderResult) -> Figure:
     axes.set_ylabel("Weight of equity (%)")
     axes.set_xlabel("Session")
     format_date_axis(axes)
-    axes.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+    handles, labels = axes.get_legend_handles_labels()
+    axes.legend(
+        handles[::-1], labels[::-1], loc="center left", bbox_to_anchor=(1.0, 0.5)
+    )  # top of stack first
     return figure
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -37,3 +38,15 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> ReportPaths:
         leaderboard_entries=make_entries(),
         run_info=RUN_INFO,
     )
+
+
+def require_chromium(what: str) -> None:
+    """Skip where no Chromium exists (a user's machine); in CI (``CI`` set) a missing browser fails."""
+    from finpod.report.browser import find_chromium
+
+    if find_chromium() is not None:
+        return
+    message = f"no Chromium on PATH (install Debian's `chromium` to run the {what} test)"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message}; .ci/run installs it, so CI must have it")
+    pytest.skip(message)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from finpod.report import ReportPaths
-from finpod.report.browser import dump_dom, find_chromium
+from finpod.report.browser import dump_dom
+from report.conftest import require_chromium
 
 CHECK_ID = "finpod-render-check"
 CHECK_SCRIPT = f"""
@@ -51,8 +52,7 @@ def _with_probe(html: str) -> str:
 @pytest.fixture(scope="module")
 def rendered(report: ReportPaths, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """What the page looks like after Chromium loaded it (a copy with a probe script injected)."""
-    if find_chromium() is None:
-        pytest.skip("no Chromium on PATH (install Debian's `chromium` to run the render test)")
+    require_chromium("render")
     page = tmp_path_factory.mktemp("render") / "report.html"
     page.write_text(_with_probe(report.html.read_text(encoding="utf-8")), encoding="utf-8")
     return _probe(page)
@@ -75,8 +75,7 @@ def test_metrics_and_leaderboard_tables_are_there(rendered: dict[str, object]) -
 
 def test_a_broken_image_is_detected(report: ReportPaths, tmp_path: Path) -> None:
     """The probe would catch a plot that does not decode (guards the test above against passing vacuously)."""
-    if find_chromium() is None:
-        pytest.skip("no Chromium on PATH (install Debian's `chromium` to run the render test)")
+    require_chromium("render")
     broken = tmp_path / "report.html"
     html = report.html.read_text(encoding="utf-8")
     first_image = html.index("data:image/png;base64,") + len("data:image/png;base64,")

@@ -9,7 +9,7 @@ from types import ModuleType
 import pytest
 
 from finpod.report import ReportPaths
-from finpod.report.browser import find_chromium
+from report.conftest import require_chromium
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "screenshot_report.py"
 
@@ -24,8 +24,7 @@ def _load_script() -> ModuleType:
 
 
 def test_screenshot_of_a_report(report: ReportPaths, tmp_path: Path) -> None:
-    if find_chromium() is None:
-        pytest.skip("no Chromium on PATH (install Debian's `chromium` to run the screenshot test)")
+    require_chromium("screenshot")
     out = tmp_path / "shot.png"
     code = _load_script().main([str(report.html), "--out", str(out), "--width", "800", "--height", "600"])
     assert code == 0

@@ -24,14 +24,16 @@ class ClassicNumpyEnv:
     Args:
         panel: the market (copied to numpy).
         segment: the segment to trade.
-        config: env settings; only ``action_mode="weights"`` and ``reward="log_return"``.
+        config: env settings; only ``action_mode="weights"``, ``reward="log_return"`` and no
+            ``rebalance_band``.
         seed: seeds the random start bars.
     """
 
     def __init__(self, panel: Panel, segment: str, config: EnvConfig, seed: int) -> None:
-        if config.action_mode != "weights" or config.reward != "log_return":
+        if config.action_mode != "weights" or config.reward != "log_return" or config.rebalance_band != 0.0:
             raise SpecError(
-                "the numpy comparison env supports action_mode='weights' and reward='log_return' only"
+                "the numpy comparison env supports action_mode='weights', reward='log_return' "
+                "and rebalance_band=0 only"
             )
         self.config = config
         start, stop = panel.segment(segment)

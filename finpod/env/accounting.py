@@ -1,4 +1,4 @@
-"""Pure batched order accounting: actions -> share orders -> limits -> fills, costs and new holdings.
+"""Pure batched order accounting: actions -> share orders (no-trade band) -> limits -> fills, costs, holdings.
 
 Shapes: ``N`` envs, ``M`` assets. Prices in USD per share, cash and notionals in USD, float32.
 No function here syncs with the host or loops over envs or assets.
@@ -30,9 +30,17 @@ class Fills(NamedTuple):
 
 
 def weights_to_orders(
-    actions: torch.Tensor, cash_usd: torch.Tensor, shares: torch.Tensor, fill_price: torch.Tensor
+    actions: torch.Tensor,
+    cash_usd: torch.Tensor,
+    shares: torch.Tensor,
+    fill_price: torch.Tensor,
+    rebalance_band: float,
 ) -> torch.Tensor:
     """Share orders that move each portfolio to the target weights the actions ask for.
+
+    No-trade band: an asset whose target weight differs from its current weight (both at the fill
+    prices) by less than ``rebalance_band`` gets no order; cash absorbs the difference. The band is
+    a mask multiply (no branch on data); ``rebalance_band == 0`` skips it, so every asset is traded.
 
     Args:
         actions: ``(N, M + 1)`` scores in ``[0, 1]`` over ``[cash, asset_1 .. asset_M]`` (clamped),
@@ -40,16 +48,22 @@ def weights_to_orders(
         cash_usd: ``(N,)`` cash before the trades.
         shares: ``(N, M)`` holdings before the trades.
         fill_price: ``(N, M)`` fill price of the bar the orders execute in (USD/share).
+        rebalance_band: no-trade band, a fraction of equity in ``[0, 1)`` (0 = no band).
 
     Returns:
         ``(N, M)`` signed share orders (buy > 0) before limits and costs: target value is
-        ``w_i x`` the portfolio's value at the fill prices.
+        ``w_i x`` the portfolio's value at the fill prices; zero inside the band.
     """
     scores = actions.clamp(0.0, 1.0)
     total = scores.sum(dim=1)
-    equity_usd = cash_usd + (shares * fill_price).sum(dim=1)
+    held_usd = shares * fill_price
+    equity_usd = cash_usd + held_usd.sum(dim=1)
     usd_per_score = torch.where(total > 0.0, equity_usd / total, torch.zeros_like(total))
-    return (scores[:, 1:] * usd_per_score.unsqueeze(1)).div_(fill_price).sub_(shares)
+    target_usd = scores[:, 1:] * usd_per_score.unsqueeze(1)
+    if rebalance_band == 0.0:
+        return target_usd.div_(fill_price).sub_(shares)
+    outside_band = (target_usd - held_usd).abs_() >= (rebalance_band * equity_usd).unsqueeze(1)
+    return target_usd.div_(fill_price).sub_(shares).mul_(outside_band)
 
 
 def share_delta_to_orders(actions: torch.Tensor, max_shares: float) -> torch.Tensor:

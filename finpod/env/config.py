@@ -49,6 +49,10 @@ class EnvConfig:
         random_start: each env starts its episodes at a random bar of the segment (leaving room for
             the horizon); ``False``: every env starts at the segment's first bar (backtest mode).
         whole_shares: trade whole shares only (orders rounded toward zero); ``False``: fractional.
+        rebalance_band: no-trade band in ``"weights"`` mode, a fraction of equity in ``[0, 1)``: an
+            asset whose ``|target weight - current weight|`` (both at the fill prices) is below the
+            band is not traded that step; cash absorbs the difference. ``0.0`` trades every asset
+            every step. Unused in ``"share_delta"`` mode.
     """
 
     initial_cash_usd: float = 1_000_000.0
@@ -64,6 +68,7 @@ class EnvConfig:
     horizon_bars: int = 390
     random_start: bool = True
     whole_shares: bool = False
+    rebalance_band: float = 0.0
 
     def __post_init__(self) -> None:
         """Reject settings that cannot describe a market (one line naming the field and the fix)."""
@@ -84,6 +89,11 @@ class EnvConfig:
         _positive_finite("reward_scale", self.reward_scale)
         if not (math.isfinite(self.risk_penalty) and self.risk_penalty >= 0.0):
             raise SpecError(f"env risk_penalty must be a finite number >= 0, got {self.risk_penalty}")
+        if not (math.isfinite(self.rebalance_band) and 0.0 <= self.rebalance_band < 1.0):
+            raise SpecError(
+                f"env rebalance_band must be in [0, 1) (a fraction of equity, 0 = no band), "
+                f"got {self.rebalance_band}"
+            )
         if isinstance(self.horizon_bars, bool) or not isinstance(self.horizon_bars, int):
             raise SpecError(f"env horizon_bars must be a whole number of bars, got {self.horizon_bars!r}")
         if self.horizon_bars < 1:

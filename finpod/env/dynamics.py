@@ -78,7 +78,7 @@ def _trade(
     fill_price = bar[:, FILL_ROW]
     close = bar[:, CLOSE_ROW]
     if config.action_mode == "weights":
-        orders = weights_to_orders(actions, state.cash_usd, state.shares, fill_price)
+        orders = weights_to_orders(actions, state.cash_usd, state.shares, fill_price, config.rebalance_band)
     else:
         orders = share_delta_to_orders(actions, config.max_shares)
     fills = execute_orders(

@@ -1,9 +1,10 @@
 """A float64 reference of one env step, written plainly (loops over assets, one env at a time).
 
 It restates the contract of DESIGN.md / EnvConfig independently of the batched code: targets ->
-orders, never sell more than held, volume cap, untradable assets not bought, whole shares rounded
-toward zero, sells first, buys scaled by one factor to the cash, fee on executed notional,
-half-spread against the trader, valuation at the next bar's close.
+orders, no order for an asset whose weight is within the rebalance band of its target, never sell
+more than held, volume cap, untradable assets not bought, whole shares rounded toward zero, sells
+first, buys scaled by one factor to the cash, fee on executed notional, half-spread against the
+trader, valuation at the next bar's close.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from finpod.env.config import EnvConfig
 
 ROUNDING_AMBIGUITY_SHARES = 1e-3
 """A whole-share rounding whose argument lies this close to an integer may round either way in float32."""
+BAND_AMBIGUITY_WEIGHT = 1e-5
+"""A weight gap this close to the rebalance band may fall on either side of it in float32."""
 
 
 @dataclass
@@ -31,6 +34,7 @@ class RefStep:
     traded_usd: float
     reward: float
     rounding_ambiguous: bool
+    band_ambiguous: bool
 
 
 def _near_integer(value: float) -> bool:
@@ -57,6 +61,7 @@ def reference_step(
     num_assets = len(fill)
     half_spread = config.half_spread_bps / 10_000.0
     ambiguous = False
+    band_ambiguous = False
 
     orders = []
     if config.action_mode == "weights":
@@ -65,7 +70,13 @@ def reference_step(
         value_at_fill = cash_usd + sum(shares[i] * fill[i] for i in range(num_assets))
         for i in range(num_assets):
             target = scores[i + 1] / total * value_at_fill / fill[i] if total > 0 else 0.0
-            orders.append(target - shares[i])
+            target_weight = scores[i + 1] / total if total > 0 else 0.0
+            weight_gap = abs(target_weight - shares[i] * fill[i] / value_at_fill)
+            if config.rebalance_band > 0:
+                band_ambiguous = (
+                    band_ambiguous or abs(weight_gap - config.rebalance_band) < BAND_AMBIGUITY_WEIGHT
+                )
+            orders.append(target - shares[i] if weight_gap >= config.rebalance_band else 0.0)
     else:
         for i in range(num_assets):
             orders.append(min(max(action[i], -1.0), 1.0) * config.max_shares)
@@ -131,6 +142,7 @@ def reference_step(
         traded_usd=traded,
         reward=reward * config.reward_scale,
         rounding_ambiguous=ambiguous,
+        band_ambiguous=band_ambiguous,
     )
 
 

@@ -19,7 +19,7 @@ from finpod.env.state import EnvState
 
 @st.composite
 def env_configs(draw: st.DrawFn) -> EnvConfig:
-    """Every action mode, fill mode, reward mode and cost setting (fee, spread, volume cap, whole shares)."""
+    """Every action, fill and reward mode, cost setting (fee, spread, volume cap, whole shares), band."""
     return EnvConfig(
         initial_cash_usd=draw(st.sampled_from([10_000.0, 1_000_000.0])),
         fee_rate=draw(st.sampled_from([0.0, 0.002, 0.01])),
@@ -34,6 +34,7 @@ def env_configs(draw: st.DrawFn) -> EnvConfig:
         horizon_bars=draw(st.integers(1, 12)),
         random_start=draw(st.booleans()),
         whole_shares=draw(st.booleans()),
+        rebalance_band=draw(st.sampled_from([0.0, 0.02, 0.1])),
     )
 
 

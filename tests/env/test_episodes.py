@@ -164,6 +164,9 @@ def test_all_zero_weights_mean_all_cash() -> None:
         ("risk_penalty", -1.0, "risk_penalty"),
         ("horizon_bars", 0, "horizon_bars"),
         ("horizon_bars", 2.5, "horizon_bars"),
+        ("rebalance_band", -0.01, "rebalance_band"),
+        ("rebalance_band", 1.0, "rebalance_band"),
+        ("rebalance_band", math.nan, "rebalance_band"),
     ],
 )
 def test_bad_config_is_a_one_line_spec_error(field: str, value: object, message: str) -> None:

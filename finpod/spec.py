@@ -171,6 +171,14 @@ class EnvSpec(_Model):
         examples=[250],
     )
     whole_shares: bool = Field(False, description="trade whole shares only", examples=[False])
+    rebalance_band: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="no-trade band (weights mode): assets within this fraction of equity of their target "
+        "weight are not traded that step (0 = trade every step)",
+        examples=[0.03],
+    )
     num_envs: int = Field(64, ge=1, description="parallel training envs per pod (the batch N)", examples=[64])
 
 

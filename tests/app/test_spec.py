@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from finpod.errors import SpecError
+from finpod.pipeline.training import env_config
 from finpod.spec import REPO_ROOT, Spec
 
 STRATEGIES = REPO_ROOT / "strategies"
@@ -55,6 +56,8 @@ BAD_FIELDS = [
     ({"env": {"max_participation": 0}}, "env.max_participation", "fix:"),
     ({"env": {"action_mode": "long_short"}}, "env.action_mode", "weights"),
     ({"env": {"num_envs": 0}}, "env.num_envs", "fix:"),
+    ({"env": {"rebalance_band": 1.0}}, "env.rebalance_band", "0.03"),
+    ({"env": {"rebalance_band": -0.01}}, "env.rebalance_band", "fix:"),
     ({"segments": {"validation": ["2017-06-01", "2018-06-29"]}}, "segments.validation", "order"),
     ({"segments": {"backtest": ["2018-12-31", "2018-07-02"]}}, "segments.backtest", "[first, last]"),
     ({"segments": {"train": ["2016-13-01", "2017-12-29"]}}, "segments.train", "fix:"),
@@ -140,3 +143,9 @@ def test_with_merges_sections_and_revalidates() -> None:
     assert changed.spec_hash() != spec.spec_hash()
     with pytest.raises(SpecError, match=r"env\.fee_rate"):
         spec.with_(env={"fee_rate": -1})
+
+
+def test_rebalance_band_reaches_the_env_config() -> None:
+    spec = Spec.from_toml(DEMO).with_(env={"rebalance_band": 0.04})
+    assert env_config(spec, random_start=True).rebalance_band == 0.04
+    assert env_config(spec.with_(env={"rebalance_band": 0.0}), random_start=False).rebalance_band == 0.0

@@ -34,6 +34,8 @@ SNAPSHOT_SUFFIX = ".pt"
 """File-name suffix of snapshot files."""
 TEMP_SUFFIX = ".tmp"
 """Suffix of the temporary files of atomic writes (named ``.<target name>.<random>.tmp``)."""
+FILE_MODE = 0o644
+"""Permissions of written files (readable by everyone, like an ordinary ``open(..., "w")``)."""
 DIGEST_HEX_CHARS = 16
 """Hex characters of the content's SHA-256 kept in a snapshot's file name (64 bits)."""
 
@@ -52,6 +54,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

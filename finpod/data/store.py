@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 import finpod
 from finpod.data.schema import BAR_COLUMNS
 from finpod.errors import DataError
+from podracer.snapshot import fsync_directory
 
 BARS_FILE: Final[str] = "bars.parquet"
 MANIFEST_FILE: Final[str] = "manifest.json"
@@ -100,14 +101,6 @@ def _sha256_of(path: Path) -> str:
         while block := handle.read(_HASH_CHUNK_BYTES):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_bars(bars: pd.DataFrame, path: Path) -> None:
@@ -214,11 +207,11 @@ def write_dataset(
             notes=tuple(notes),
         )
         _write_manifest(manifest, tmp / MANIFEST_FILE)
-        _fsync_dir(tmp)
+        fsync_directory(tmp)
         if out.is_dir():
             out.rmdir()
         os.rename(tmp, out)
-        _fsync_dir(out.parent)
+        fsync_directory(out.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -87,7 +87,7 @@ def test_killed_writer_leaves_no_dataset(tmp_path: Path) -> None:
         def die(path):
             os._exit(9)
 
-        store._fsync_dir = die
+        store.fsync_directory = die
         store.write_dataset(synth_market(2, 2, "1d", seed=1), Path({str(tmp_path / "ds")!r}),
             source="test", frequency="1d", adjustment="synthetic", repairs={{}}, notes=[])
         """

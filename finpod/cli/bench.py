@@ -19,6 +19,14 @@ GIGA = 1e9
 GIB = 2**30
 
 
+def _set_torch_threads(threads: int) -> None:
+    """Apply ``--threads`` (0 keeps torch's default); a negative count is a one-line error."""
+    if threads < 0:
+        raise SpecError(f"--threads must be >= 0 (0 = torch's default), got {threads}")
+    if threads:
+        torch.set_num_threads(threads)
+
+
 @app.command("train")
 def train(
     envs: int = typer.Option(1024, "--envs", help="Parallel envs N."),
@@ -35,10 +43,7 @@ def train(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """PPO training samples/s on the finpod env (learning included) and the learner's share of peak matmul."""
-    if threads < 0:
-        raise SpecError(f"--threads must be >= 0 (0 = torch's default), got {threads}")
-    if threads:
-        torch.set_num_threads(threads)
+    _set_torch_threads(threads)
     r = train_bench.run_train_bench(
         num_envs=envs,
         num_assets=assets,
@@ -90,10 +95,7 @@ def env(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """Batched env steps/s and peak memory, beside a classic one-env numpy implementation."""
-    if threads < 0:
-        raise SpecError(f"--threads must be >= 0 (0 = torch's default), got {threads}")
-    if threads:
-        torch.set_num_threads(threads)
+    _set_torch_threads(threads)
     r = env_bench.run_env_bench(
         num_envs=envs,
         num_assets=assets,

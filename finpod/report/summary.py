@@ -24,6 +24,7 @@ SPEC_ROWS: tuple[tuple[str, str], ...] = (
     ("Fee rate (fraction of notional)", "env.fee_rate"),
     ("Half spread (bps)", "env.half_spread_bps"),
     ("Max participation (share of bar volume)", "env.max_participation"),
+    ("Rebalance band (fraction of equity)", "env.rebalance_band"),
     ("Action mode", "env.action_mode"),
     ("Fill", "env.fill"),
     ("Reward", "env.reward"),

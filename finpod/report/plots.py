@@ -117,9 +117,13 @@ def equity_figure(backtest: BacktestResult, *, log_scale: bool) -> Figure:
         axes.plot(
             _naive_dates(line.result.equity_usd.index), line.result.equity_usd.to_numpy(), **line.kwargs()
         )
+    dollars = mticker.FuncFormatter(lambda value, _: f"${value:,.0f}")
     if log_scale:
         axes.set_yscale("log")
-    axes.yaxis.set_major_formatter(mticker.FuncFormatter(lambda value, _: f"${value:,.0f}"))
+        # Equity rarely spans a decade: evenly spaced dollar ticks read better than powers of ten.
+        axes.yaxis.set_major_locator(mticker.MaxNLocator(nbins=6))
+        axes.yaxis.set_minor_locator(mticker.NullLocator())
+    axes.yaxis.set_major_formatter(dollars)
     axes.set_title(f"Equity, {backtest.segment} segment" + (" (log scale)" if log_scale else ""))
     axes.set_ylabel("Equity (USD)")
     axes.set_xlabel("Session")

@@ -11,6 +11,7 @@ portfolio is valued at bar t+1's close; the reward compares equity at t+1's clos
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -69,56 +70,112 @@ def observe(market: Market, state: EnvState) -> torch.Tensor:
     )
 
 
-def _trade(
-    config: EnvConfig, market: Market, state: EnvState, actions: torch.Tensor
-) -> tuple[EnvState, StepOutput, torch.Tensor]:
-    """One bar without autoreset: the stepped state, its outputs, and holdings ``(N, M)`` in USD."""
-    next_bar = state.t + 1
-    bar = market.bars.index_select(0, next_bar)
+class Settlement(NamedTuple):
+    """The arithmetic of one bar's trades (``N`` envs, ``M`` assets)."""
+
+    cash_usd: torch.Tensor
+    shares: torch.Tensor
+    cost_usd: torch.Tensor
+    traded_usd: torch.Tensor
+    holdings_usd: torch.Tensor
+    equity_usd: torch.Tensor
+    reward: torch.Tensor
+
+
+SettleFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], Settlement]
+
+
+def settle(
+    config: EnvConfig,
+    actions: torch.Tensor,
+    cash_usd: torch.Tensor,
+    shares: torch.Tensor,
+    equity_usd: torch.Tensor,
+    bar: torch.Tensor,
+) -> Settlement:
+    """Orders, limits, fills, costs, valuation and reward of one bar: elementwise work only.
+
+    No gathers and no shapes that depend on data, so inductor fuses it into one loop nest
+    (:class:`~finpod.env.trading_env.TradingEnv` ``compile_step``).
+
+    Args:
+        config: costs, limits, action and reward modes.
+        actions: ``(N, M + 1)`` (``weights``) or ``(N, M)`` (``share_delta``).
+        cash_usd: ``(N,)`` cash before the bar.
+        shares: ``(N, M)`` holdings before the bar.
+        equity_usd: ``(N,)`` equity at the previous close (for the reward).
+        bar: ``(N, 4, M)`` each env's fill bar row of :attr:`Market.bars`.
+    """
     fill_price = bar[:, FILL_ROW]
-    close = bar[:, CLOSE_ROW]
     if config.action_mode == "weights":
-        orders = weights_to_orders(actions, state.cash_usd, state.shares, fill_price, config.rebalance_band)
+        orders = weights_to_orders(actions, cash_usd, shares, fill_price, config.rebalance_band)
     else:
         orders = share_delta_to_orders(actions, config.max_shares)
     fills = execute_orders(
         orders,
-        state.cash_usd,
-        state.shares,
+        cash_usd,
+        shares,
         fill_price,
         buy_limit_shares=bar[:, BUY_CAP_ROW],
         sell_limit_shares=bar[:, SELL_CAP_ROW],
         config=config,
     )
-    holdings_usd = fills.shares * close
-    equity_usd = fills.cash_usd + holdings_usd.sum(dim=1)
+    holdings_usd = fills.shares * bar[:, CLOSE_ROW]
+    new_equity_usd = fills.cash_usd + holdings_usd.sum(dim=1)
+    return Settlement(
+        cash_usd=fills.cash_usd,
+        shares=fills.shares,
+        cost_usd=fills.cost_usd,
+        traded_usd=fills.traded_usd,
+        holdings_usd=holdings_usd,
+        equity_usd=new_equity_usd,
+        reward=step_reward(equity_usd, new_equity_usd, config),
+    )
+
+
+def _trade(
+    config: EnvConfig, market: Market, state: EnvState, actions: torch.Tensor, settle_fn: SettleFn | None
+) -> tuple[EnvState, StepOutput, torch.Tensor]:
+    """One bar without autoreset: the stepped state, its outputs, and holdings ``(N, M)`` in USD."""
+    next_bar = state.t + 1
+    bar = market.bars.index_select(0, next_bar)
+    if settle_fn is None:
+        done = settle(config, actions, state.cash_usd, state.shares, state.equity_usd, bar)
+    else:
+        done = settle_fn(actions, state.cash_usd, state.shares, state.equity_usd, bar)
     final_obs = fill_observation(
         market.obs_template.index_select(0, next_bar),
-        holdings_usd=holdings_usd,
-        cash_usd=fills.cash_usd,
-        equity_usd=equity_usd,
+        holdings_usd=done.holdings_usd,
+        cash_usd=done.cash_usd,
+        equity_usd=done.equity_usd,
         episode_progress=_episode_progress(next_bar, state.start, state.end),
     )
     truncated = next_bar >= state.end
     output = StepOutput(
         obs=final_obs,
-        reward=step_reward(state.equity_usd, equity_usd, config),
+        reward=done.reward,
         terminated=torch.zeros_like(truncated),
         truncated=truncated,
         final_obs=final_obs,
-        equity_usd=equity_usd,
-        cash_usd=fills.cash_usd,
-        shares=fills.shares,
-        cost_usd=fills.cost_usd,
-        traded_usd=fills.traded_usd,
+        equity_usd=done.equity_usd,
+        cash_usd=done.cash_usd,
+        shares=done.shares,
+        cost_usd=done.cost_usd,
+        traded_usd=done.traded_usd,
         bar_index=next_bar,
     )
-    stepped = state._replace(cash_usd=fills.cash_usd, shares=fills.shares, equity_usd=equity_usd, t=next_bar)
-    return stepped, output, holdings_usd
+    stepped = state._replace(
+        cash_usd=done.cash_usd, shares=done.shares, equity_usd=done.equity_usd, t=next_bar
+    )
+    return stepped, output, done.holdings_usd
 
 
 def advance(
-    config: EnvConfig, market: Market, state: EnvState, actions: torch.Tensor
+    config: EnvConfig,
+    market: Market,
+    state: EnvState,
+    actions: torch.Tensor,
+    settle_fn: SettleFn | None = None,
 ) -> tuple[EnvState, StepOutput]:
     """:func:`step` for a bar on which no episode ends: no autoreset work, ``obs is final_obs``.
 
@@ -127,12 +184,16 @@ def advance(
     ``truncated`` is still computed from the state, so a wrong clock shows. Args and returns as
     :func:`step`.
     """
-    stepped, output, _ = _trade(config, market, state, actions)
+    stepped, output, _ = _trade(config, market, state, actions, settle_fn)
     return stepped, output
 
 
 def step(
-    config: EnvConfig, market: Market, state: EnvState, actions: torch.Tensor
+    config: EnvConfig,
+    market: Market,
+    state: EnvState,
+    actions: torch.Tensor,
+    settle_fn: SettleFn | None = None,
 ) -> tuple[EnvState, StepOutput]:
     """Advance every env one bar with ``actions`` and autoreset the envs whose episode ended.
 
@@ -142,11 +203,12 @@ def step(
         state: the current state (not modified).
         actions: ``(N, M + 1)`` in ``[0, 1]`` (``weights``) or ``(N, M)`` in ``[-1, 1]``
             (``share_delta``); values outside are clamped.
+        settle_fn: :func:`settle` with ``config`` bound (e.g. compiled); ``None``: the eager one.
 
     Returns:
         The next state and the step's :class:`StepOutput`.
     """
-    stepped, output, holdings_usd = _trade(config, market, state, actions)
+    stepped, output, holdings_usd = _trade(config, market, state, actions, settle_fn)
     done = output.truncated
     new_state = restart_where(market, stepped, done, config.initial_cash_usd)
     obs = fill_observation(

@@ -51,7 +51,8 @@ from finpod.pipeline.training import (
 )
 from finpod.report import metrics_table, write_report
 from finpod.spec import Spec
-from podracer import EnsemblePolicy, Leaderboard, Policy, Tournament, TournamentConfig
+from podracer import Leaderboard, Policy, Tournament, TournamentConfig
+from podracer.api import Agent
 from podracer.orchestrator import STATE_NAME
 
 PROBE_ENVS = 1
@@ -198,8 +199,44 @@ def select(spec: Spec, leaderboard: Leaderboard, factory: AgentFactory) -> dict[
     policies: dict[str, Policy] = {"best": deterministic_policy(leaderboard.load_agent(0, factory))}
     k = min(spec.tournament.ensemble_k, len(leaderboard.entries))
     if k >= 2:
-        policies[f"ensemble_top{k}"] = EnsemblePolicy.from_leaderboard(leaderboard, k, factory)
+        agents = [leaderboard.load_agent(rank, factory) for rank in range(k)]
+        policies[f"ensemble_top{k}"] = ensemble_policy(agents, spec.env.action_mode)
     return policies
+
+
+def target_weights(actions: torch.Tensor) -> torch.Tensor:
+    """The target weights the env reads from weights-mode actions (its exact rule).
+
+    Args:
+        actions: ``(..., M + 1)`` scores over ``[cash, asset_1 .. asset_M]`` (clamped to ``[0, 1]``).
+
+    Returns:
+        ``(..., M + 1)`` weights ``a / sum(a)`` summing to 1; an all-zero row is all cash.
+    """
+    scores = actions.clamp(0.0, 1.0)
+    total = scores.sum(dim=-1, keepdim=True)
+    all_cash = torch.zeros_like(scores)
+    all_cash[..., 0] = 1.0
+    return torch.where(total > 0.0, scores / total.clamp(min=torch.finfo(scores.dtype).tiny), all_cash)
+
+
+def ensemble_policy(agents: list[Agent], action_mode: str) -> Policy:
+    """The top-k ensemble: the average of the agents' TARGET WEIGHTS (DESIGN.md, the final trader).
+
+    In ``weights`` mode each agent's deterministic action is first turned into the weights the env
+    would trade (clamp, normalise), so an agent's vote does not depend on the scale of its raw
+    scores; the mean of weights is itself a weights action the env trades unchanged. In
+    ``share_delta`` mode the share orders are averaged.
+    """
+
+    @torch.no_grad()
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        actions = torch.stack([agent.act(obs, deterministic=True) for agent in agents])
+        if action_mode == "weights":
+            actions = target_weights(actions)
+        return actions.mean(dim=0)
+
+    return act
 
 
 def leaderboard_records(leaderboard: Leaderboard) -> list[dict[str, Any]]:

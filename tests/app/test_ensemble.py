@@ -1,0 +1,63 @@
+"""The top-k ensemble trades the average of its agents' target weights, not of their raw scores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from finpod.pipeline.main import ensemble_policy, select, target_weights
+from finpod.spec import Spec
+from tests.app.tiny import tiny_spec
+
+
+class _Fixed:
+    """An agent whose deterministic action is one fixed row."""
+
+    def __init__(self, row: list[float]) -> None:
+        self.row = torch.tensor([row])
+
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        return self.row.expand(obs.shape[0], -1)
+
+
+class _Board:
+    def __init__(self, agents: list[_Fixed]) -> None:
+        self.entries = list(range(len(agents)))
+        self.agents = agents
+
+    def load_agent(self, rank: int, factory: Any) -> _Fixed:
+        return self.agents[rank]
+
+
+# Raw scores [0.1, 0.1, 0] mean weights [0.5, 0.5, 0]; [1, 0, 0] means all cash. Averaging the
+# weights gives [0.75, 0.25, 0]; averaging raw scores would give [0.55, 0.05, 0] -> [0.92, 0.08, 0].
+SMALL, CASH = [0.1, 0.1, 0.0], [1.0, 0.0, 0.0]
+EXPECTED = [0.75, 0.25, 0.0]
+
+
+def test_target_weights_follow_the_env_rule() -> None:
+    rows = torch.tensor([[0.1, 0.1, 0.0], [0.0, 0.0, 0.0], [2.0, -1.0, 1.0]])
+    expected = torch.tensor([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.5, 0.0, 0.5]])
+    torch.testing.assert_close(target_weights(rows), expected)
+
+
+def test_ensemble_averages_target_weights() -> None:
+    policy = ensemble_policy([_Fixed(SMALL), _Fixed(CASH)], "weights")  # type: ignore[list-item]
+    action = policy(torch.zeros(2, 4))
+    torch.testing.assert_close(target_weights(action), torch.tensor([EXPECTED, EXPECTED]))
+
+
+def test_ensemble_averages_share_deltas() -> None:
+    policy = ensemble_policy([_Fixed([0.2, -1.0]), _Fixed([0.6, 0.0])], "share_delta")  # type: ignore[list-item]
+    torch.testing.assert_close(policy(torch.zeros(1, 4)), torch.tensor([[0.4, -0.5]]))
+
+
+def test_select_builds_the_weight_averaging_ensemble() -> None:
+    spec: Spec = tiny_spec(Path("unused"))
+    board = _Board([_Fixed(SMALL), _Fixed(CASH)])
+    policies = select(spec, board, factory=None)  # type: ignore[arg-type]
+    assert list(policies) == ["best", "ensemble_top2"]
+    action = policies["ensemble_top2"](torch.zeros(1, 4))
+    torch.testing.assert_close(target_weights(action), torch.tensor([EXPECTED]))

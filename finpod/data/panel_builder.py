@@ -196,8 +196,9 @@ def build_panel(
         device: where the tensors live (``"cpu"``, ``"cuda"``...).
         symbols: the tradable columns, in order; None picks them from ``universe``.
         universe: ``"nasdaq100"`` (point-in-time members: columns are the dataset's symbols that
-            were members on some day of the range, tradable only on member days) or ``"all"`` /
-            None (every symbol, always in the universe). With ``symbols`` it only sets membership.
+            were members on some day of the range clipped to the data, tradable only on member days)
+            or ``"all"`` / None (every symbol, always in the universe). With ``symbols`` it only sets
+            membership.
         benchmark_symbol: the market ETF; when the dataset has it, its close becomes
             ``panel.benchmark_close`` and it is never a tradable column. None for no benchmark.
         regular_hours_only: True drops pre/post-market minute bars (counted in the log).
@@ -220,9 +221,8 @@ def build_panel(
     if bars.empty:
         raise DataError("the bars are empty; import or synthesise a dataset first")
     present = _dataset_symbols(bars)
-    requested = _Window(first, last)
-    tradable = _select_symbols(present, symbols, kind, benchmark_symbol, requested)
-    data = _data_window(bars, requested, freq)
+    data = _data_window(bars, _Window(first, last), freq)
+    tradable = _select_symbols(present, symbols, kind, benchmark_symbol, data)
     aligned = align(
         bars, freq, data.first, data.last, symbols=tradable, regular_hours_only=regular_hours_only
     )

@@ -183,6 +183,21 @@ def test_nasdaq100_universe_is_point_in_time() -> None:
     assert zm[dates >= pd.Timestamp("2020-04-30").date()].all()
 
 
+def test_nasdaq100_columns_come_from_the_range_clipped_to_the_data() -> None:
+    """A start before the membership history is fine when the data starts inside it."""
+    bars = _daily(["AAPL", "ZM"], "2019-01-02", "2020-05-29")
+    panel = build_panel(
+        bars,
+        freq="1d",
+        start="2012-01-01",
+        end="2020-05-29",
+        segments=DAILY_SEGMENTS,
+        device="cpu",
+        universe="nasdaq100",
+    )
+    assert panel.symbols == ("AAPL", "ZM")
+
+
 def test_explicit_symbols_keep_order_and_membership_still_applies() -> None:
     bars = _daily(["AAPL", "FAKE", "ZM"], "2019-01-02", "2020-05-29")
     options = {

@@ -1,15 +1,19 @@
 """The baselines every report carries: equal-weight buy-and-hold, the market ETF, and cash.
 
-Each buys once at the segment's first bar (paying the same fee and half-spread as the traders) and
-holds to the end; they read prices straight from the panel, so they are exact and need no env.
+Each buys once at the segment's first bar's CLOSE (the moment a trader places its first order; paying
+the same fee and half-spread as the traders) and holds to the end, so no baseline holds the first
+bar's open-to-close move that no trader can hold. They read prices straight from the panel, so they
+are exact and need no env.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from finpod.backtest.pyfolio_format import Ledger
 from finpod.data.panel import Panel
+from finpod.errors import DataError
 
 BPS_PER_UNIT = 10_000.0
 
@@ -35,16 +39,23 @@ def cash_ledger(panel: Panel, segment: str, initial_cash_usd: float) -> Ledger:
 def equal_weight_ledger(
     panel: Panel, segment: str, initial_cash_usd: float, fee_rate: float, half_spread_bps: float
 ) -> Ledger:
-    """Buy equal USD amounts of every asset tradable at the segment's first bar, at its open; hold.
+    """Buy equal USD amounts of every asset tradable at the segment's first bar, at its close; hold.
 
     Costs: ``fee_rate`` on the traded notional plus ``half_spread_bps`` paid on the buy price.
+
+    Raises:
+        DataError: no asset is tradable at the segment's first bar.
     """
     start, stop = panel.segment(segment)
-    open_usd = panel.open[start].double().cpu().numpy()
+    close_usd = panel.close[start].double().cpu().numpy()
     tradable = panel.tradable[start].cpu().numpy()
     if not tradable.any():
-        tradable = np.ones_like(tradable)
-    buy_price = open_usd * (1.0 + half_spread_bps / BPS_PER_UNIT)
+        first = pd.Timestamp(int(panel.timestamps_ns[start]), tz="UTC")
+        raise DataError(
+            f"{segment}: no asset is tradable at its first bar ({first}); fix: start the segment on a "
+            "session where the universe has bars"
+        )
+    buy_price = close_usd * (1.0 + half_spread_bps / BPS_PER_UNIT)
     notional = initial_cash_usd / (1.0 + fee_rate) / tradable.sum()
     shares = np.where(tradable, notional / buy_price, 0.0)
     return _hold(panel, start, stop, shares, buy_price, initial_cash_usd, fee_rate)
@@ -96,9 +107,8 @@ def _hold(
     notional = float((shares * buy_price).sum())
     fee = notional * fee_rate
     cash_left = initial_cash_usd - notional - fee
-    open_value = float((shares * panel.open[start].double().cpu().numpy()).sum())
     cost = np.zeros(n)
-    cost[0] = fee + (notional - open_value)
+    cost[0] = fee + notional - float((shares * close[0]).sum())
     traded = np.zeros(n)
     traded[0] = notional
     held = np.broadcast_to(shares, (n, shares.shape[0])).copy()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from finpod.backtest.baselines import cash_ledger, equal_weight_ledger, market_ledger
 from finpod.backtest.pyfolio_format import ledger_to_result
@@ -27,9 +28,9 @@ def test_cash_is_flat(tiny_panel: Panel) -> None:
 def test_equal_weight_buys_once_and_holds(tiny_panel: Panel) -> None:
     ledger = equal_weight_ledger(tiny_panel, "backtest", CASH_USD, FEE_RATE, half_spread_bps=0.0)
     result = ledger_to_result("equal_weight", "baseline", tiny_panel, ledger, CASH_USD)
-    # Bar 6 opens at A=15 (close of bar 5), B=20; each gets CASH/(1+fee)/2 USD.
+    # Bought at bar 6's close: A=16, B=20; each gets CASH/(1+fee)/2 USD.
     per_asset_usd = CASH_USD / (1 + FEE_RATE) / 2
-    shares_a, shares_b = per_asset_usd / 15.0, per_asset_usd / 20.0
+    shares_a, shares_b = per_asset_usd / 16.0, per_asset_usd / 20.0
     assert len(result.transactions) == 2
     np.testing.assert_allclose(result.transactions["amount"].to_numpy(), [shares_a, shares_b])
     last_close_a = 10.0 + 17
@@ -43,6 +44,33 @@ def test_equal_weight_buys_once_and_holds(tiny_panel: Panel) -> None:
     positions = result.positions_usd
     assert list(positions.columns) == ["AAA", "BBB", "cash"]
     np.testing.assert_allclose(positions.sum(axis=1).to_numpy(), result.equity_usd.to_numpy())
+
+
+@pytest.mark.parametrize("half_spread_bps", [0.0, 25.0])
+def test_baselines_enter_at_the_first_close_like_the_traders(
+    tiny_panel: Panel, half_spread_bps: float
+) -> None:
+    """A trader's first order is placed at the first bar's close, so no baseline may hold bar 0's move.
+
+    Asset A rises from 15 (open) to 16 (close) in bar 6; an equal-weight basket bought at the open
+    would already be up at that close.
+    """
+    ew = equal_weight_ledger(tiny_panel, "backtest", CASH_USD, FEE_RATE, half_spread_bps)
+    market = market_ledger(tiny_panel, "backtest", CASH_USD, FEE_RATE, half_spread_bps)
+    assert market is not None
+    for ledger in (ew, market):
+        assert ledger.equity_usd[0] + ledger.cost_usd[0] == pytest.approx(CASH_USD)
+        assert ledger.cost_usd[0] > 0.0
+
+
+def test_equal_weight_without_a_tradable_asset_is_an_error(tiny_panel: Panel) -> None:
+    from dataclasses import replace
+
+    from finpod.errors import DataError
+
+    closed = replace(tiny_panel, tradable=torch.zeros_like(tiny_panel.tradable))
+    with pytest.raises(DataError, match="no asset is tradable"):
+        equal_weight_ledger(closed, "backtest", CASH_USD, FEE_RATE, half_spread_bps=0.0)
 
 
 def test_daily_index_is_utc_midnight_sessions(tiny_panel: Panel) -> None:

@@ -21,8 +21,8 @@ moved to their session's open, like every daily bar in finpod.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import os
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +45,7 @@ from finpod.data.schema import BAR_COLUMNS
 from finpod.data.store import Manifest, write_dataset
 from finpod.data.validate import validate_bars
 from finpod.errors import BrokerError, DataError, SpecError
+from podracer.snapshot import atomic_write_bytes
 
 KEY_ID_VARIABLE: Final[str] = "APCA_API_KEY_ID"
 SECRET_KEY_VARIABLE: Final[str] = "APCA_API_SECRET_KEY"
@@ -200,10 +201,21 @@ def _request_chunk(
 
 
 def _write_chunk(frame: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+    """Cache one chunk atomically and durably (a crash never leaves a partial chunk under its name)."""
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def _read_chunk(path: Path) -> pd.DataFrame:
+    """A cached chunk; an unreadable one is a one-line error naming the file."""
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as err:
+        reason = " ".join(str(err).split())
+        raise DataError(
+            f"{path}: cached chunk cannot be read ({reason}); delete it and re-run to fetch it again"
+        ) from None
 
 
 def _to_regular_bars(bars: pd.DataFrame, freq: str, repairs: dict[str, int]) -> pd.DataFrame:
@@ -266,7 +278,7 @@ def fetch_bars(
         for first, last in chunk_ranges(start, end, freq):
             path = cache / symbol / f"{freq}_{first}_{last}.parquet"
             if path.is_file():
-                frames.append(pd.read_parquet(path))
+                frames.append(_read_chunk(path))
                 cached += 1
                 continue
             frame = _request_chunk(data_client, symbol, freq, first, last)

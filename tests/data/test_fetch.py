@@ -105,6 +105,22 @@ def test_interrupted_fetch_resumes_where_it_stopped(server: FakeAlpacaServer, tm
     assert report.chunks_fetched == 2
 
 
+def test_unreadable_cached_chunk_is_one_line_naming_the_file(
+    server: FakeAlpacaServer, tmp_path: Path
+) -> None:
+    _fetch(server, tmp_path)
+    chunks = sorted((tmp_path / "cache").rglob("*.parquet"))
+    assert chunks
+    assert not list((tmp_path / "cache").rglob(".*")), "temporary files left in the cache"
+    chunks[0].write_bytes(chunks[0].read_bytes()[:100])
+    with pytest.raises(DataError) as caught:
+        _fetch(server, tmp_path, out_name="again")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert str(chunks[0]) in message
+    assert "delete it and re-run" in message
+
+
 @pytest.mark.parametrize("status", [429, 500])
 def test_transient_errors_recover_within_retries(
     server: FakeAlpacaServer, tmp_path: Path, status: int

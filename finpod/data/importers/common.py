@@ -1,4 +1,4 @@
-"""Pieces every importer shares: the loaded-file record, timestamp parsing, reordering, symbol names."""
+"""Pieces every importer shares: the loaded-file record, reading, timestamp parsing, reordering."""
 
 from __future__ import annotations
 
@@ -122,27 +122,6 @@ def oldest_first(bars: pd.DataFrame, repairs: dict[str, int]) -> pd.DataFrame:
     if not ordered["timestamp"].equals(bars["timestamp"].reset_index(drop=True)):
         repairs[REORDERED_ROWS] = repairs.get(REORDERED_ROWS, 0) + len(bars)
     return ordered
-
-
-def symbol_from_name(path: Path, separator: str, position: int) -> str:
-    """Ticker taken from a file name, e.g. ``AAPL_1min.csv`` -> ``AAPL`` (separator ``_``, position 0).
-
-    Args:
-        path: the file.
-        separator: what splits the name's parts.
-        position: index of the ticker among the parts.
-
-    Returns:
-        The ticker, upper case.
-
-    Raises:
-        DataError: the name has no such part.
-    """
-    stem = path.name.split(".")[0]
-    parts = stem.split(separator)
-    if len(parts) <= position or not parts[position].strip():
-        raise DataError(f"{path}: cannot tell the symbol from the file name; pass --symbol TICKER")
-    return parts[position].strip().upper()
 
 
 def infer_frequency(bars: pd.DataFrame) -> str:

@@ -79,7 +79,10 @@ class ClassicNumpyEnv:
         for i in range(self.num_assets):
             price = self.fill[nxt, i]
             target = scores[i + 1] / total * value / price if total > 0 else 0.0
-            cap = config.max_participation * self.volume[nxt, i] if config.volume_capped else math.inf
+            if config.volume_capped:
+                cap = config.max_participation * self.volume[nxt, i]
+            else:  # no sell on a filled bar (not tradable, zero volume)
+                cap = math.inf if self.tradable[nxt, i] or self.volume[nxt, i] > 0 else 0.0
             order = min(
                 max(target - self.shares[i], -self.shares[i], -cap), cap if self.tradable[nxt, i] else 0.0
             )

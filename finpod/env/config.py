@@ -29,7 +29,8 @@ class EnvConfig:
             buys execute at ``price x (1 + bps/1e4)``, sells at ``price x (1 - bps/1e4)``.
         max_participation: the most shares of one asset traded per step, as a fraction of that asset's
             volume in the fill bar (1.0 = at most the bar's whole volume; ``math.inf`` = no cap). A
-            bar with zero volume therefore allows no trade unless the cap is off.
+            bar with zero volume therefore allows no trade; with the cap off, a filled bar (not
+            tradable and zero volume: no trade happened) still allows no sell, as it has no price.
         action_mode: ``"weights"``: actions in ``[0, 1]`` of size ``M + 1`` over ``[cash, asset_1 ..
             asset_M]``, normalised to target portfolio weights (all zero = all cash);
             ``"share_delta"``: actions in ``[-1, 1]`` of size ``M``, shares to trade = action x

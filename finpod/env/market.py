@@ -29,7 +29,8 @@ class Market(NamedTuple):
         bars: float32 ``(T, 4, M)``, per bar: ``[fill price (USD/share, the open or the close by
             EnvConfig.fill), close (USD/share), buy limit (shares: max_participation x volume when
             tradable, 0 when not; inf when uncapped), sell limit (shares: max_participation x volume;
-            inf when uncapped)]``. One gather of a bar's row serves the whole step.
+            when uncapped, inf on a bar that is tradable or has volume, 0 on a filled bar)]``.
+            One gather of a bar's row serves the whole step.
         obs_template: float32 ``(T, D)``, per bar the observation's bar part (features, position of
             the bar in its session) with the portfolio columns 0 (see :mod:`finpod.env.observation`).
         first_bar: first bar index of the segment.
@@ -114,7 +115,9 @@ def _build_tables(panel: Panel, config: EnvConfig, device: torch.device) -> tupl
     if config.volume_capped:
         sell_cap = panel.volume * config.max_participation
     else:
-        sell_cap = torch.full_like(panel.volume, math.inf)
+        # No size cap, but a filled bar (no bar: not tradable, zero volume) has no price to sell at.
+        has_bar = panel.tradable | (panel.volume > 0.0)
+        sell_cap = torch.full_like(panel.volume, math.inf).masked_fill_(~has_bar, 0.0)
     buy_cap = torch.where(panel.tradable, sell_cap, torch.zeros_like(sell_cap))
     bars = torch.stack([fill, panel.close, buy_cap, sell_cap], dim=1)
     progress = torch.from_numpy(session_progress(panel.session_ids)).to(device)

@@ -2,9 +2,9 @@
 
 It restates the contract of DESIGN.md / EnvConfig independently of the batched code: targets ->
 orders, no order for an asset whose weight is within the rebalance band of its target, never sell
-more than held, volume cap, untradable assets not bought, whole shares rounded toward zero, sells
-first, buys scaled by one factor to the cash, fee on executed notional, half-spread against the
-trader, valuation at the next bar's close.
+more than held (nor on a filled bar), volume cap, untradable assets not bought, whole shares
+rounded toward zero, sells first, buys scaled by one factor to the cash, fee on executed notional,
+half-spread against the trader, valuation at the next bar's close.
 """
 
 from __future__ import annotations
@@ -83,7 +83,10 @@ def reference_step(
 
     for i in range(num_assets):
         order = max(orders[i], -shares[i])
-        cap = config.max_participation * volume[i] if math.isfinite(config.max_participation) else math.inf
+        if math.isfinite(config.max_participation):
+            cap = config.max_participation * volume[i]
+        else:  # no size cap, but no sell on a filled bar (not tradable, zero volume)
+            cap = math.inf if tradable[i] or volume[i] > 0 else 0.0
         buy_cap = cap if tradable[i] else 0.0
         order = min(max(order, -cap), buy_cap)
         if config.whole_shares:

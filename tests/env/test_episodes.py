@@ -139,7 +139,8 @@ def test_reward_modes(reward: str) -> None:
 
 def test_all_zero_weights_mean_all_cash() -> None:
     config = EnvConfig(max_participation=math.inf, horizon_bars=30)
-    env = TradingEnv(PANEL, "train", config, num_envs=4, seed=0)
+    liquid = random_panel(num_bars=300, num_assets=6, num_features=3, seed=11, untradable_fraction=0.0)
+    env = TradingEnv(liquid, "train", config, num_envs=4, seed=0)  # no filled bar blocks a sell
     env.step(torch.rand(4, env.action_dim))
     assert (env.shares.sum(dim=1) > 0).all()
     _, _, _, _, info = env.step(torch.zeros(4, env.action_dim))

@@ -83,3 +83,20 @@ def test_orders_fill_at_the_next_bar_never_at_a_seen_price(seed: int, fill: str)
     for n in range(8):
         seen = torch.cat([panel.open[: start[n] + 1, bought[n]], panel.close[: start[n] + 1, bought[n]]])
         assert not torch.isclose(seen.double(), implied_price[n], rtol=1e-6, atol=0.0).any()
+
+
+def test_a_filled_bar_is_never_traded_even_without_a_volume_cap() -> None:
+    panel = random_panel(num_bars=40, num_assets=3, num_features=1, seed=7, untradable_fraction=0.0)
+    start, _ = panel.segments["train"]
+    panel.close[start + 2, 0] = panel.open[start + 2, 0] = panel.close[start + 1, 0]
+    panel.volume[start + 2, 0] = 0.0
+    panel.tradable[start + 2, 0] = False
+    config = EnvConfig(fee_rate=0.0, max_participation=float("inf"), random_start=False, horizon_bars=5)
+    env = TradingEnv(panel, "train", config, num_envs=1, seed=0)
+    env.reset()
+    env.step(torch.tensor([[0.0, 1.0, 0.0, 0.0]]))  # buy asset 0 at bar start + 1
+    held = env.shares[0, 0].item()
+    assert held > 0
+    _, _, _, _, info = env.step(torch.tensor([[1.0, 0.0, 0.0, 0.0]]))  # all cash: bar start + 2 is filled
+    assert info["shares"][0, 0].item() == held
+    assert info["traded_usd"][0].item() == 0.0

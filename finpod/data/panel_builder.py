@@ -253,6 +253,12 @@ def _read(path: str | Path, freq: str) -> pd.DataFrame:
             f"{path}: dataset frequency is {manifest.frequency}, not {freq}; "
             f"ask for freq={manifest.frequency}"
         )
+    if manifest.adjustment == "none":
+        logger.warning(
+            "%s: prices are not split/dividend adjusted (manifest adjustment 'none'); a split inside "
+            "the range will look like a crash to the agent: import adjusted bars to avoid it",
+            path,
+        )
     return bars
 
 

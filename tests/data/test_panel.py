@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -349,3 +350,21 @@ def test_real_daily_nasdaq100_panel_over_the_reference_split(shared_data: Path, 
     aapl = panel.close[:, panel.symbols.index("AAPL")].double()
     assert (aapl[1:] / aapl[:-1] - 1).abs().max() < 0.25
     assert torch.isfinite(panel.features).all()
+
+
+@pytest.mark.parametrize(("adjustment", "warned"), [("none", True), ("split+dividend", False)])
+def test_unadjusted_dataset_is_warned_about(
+    market: pd.DataFrame, tmp_path: Path, caplog: pytest.LogCaptureFixture, adjustment: str, warned: bool
+) -> None:
+    write_dataset(
+        market,
+        tmp_path / "ds",
+        source="csv",
+        frequency="1min",
+        adjustment=adjustment,  # type: ignore[arg-type]
+        repairs={},
+        notes=[],
+    )
+    with caplog.at_level(logging.WARNING, logger="finpod.data.panel_builder"):
+        load_panel(tmp_path / "ds", start=START, end=END, segments=SEGMENTS, device="cpu")
+    assert ("not split/dividend adjusted" in caplog.text) is warned

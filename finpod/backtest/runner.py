@@ -51,22 +51,29 @@ def run_policy(panel: Panel, segment: str, config: EnvConfig, policy: Policy, de
         panel, segment, backtest_config(config, panel, segment), BACKTEST_ENVS, BACKTEST_SEED, device
     )
     n, m = stop - start, panel.num_assets
-    equity = np.full(n, config.initial_cash_usd)
-    cash = np.full(n, config.initial_cash_usd)
-    shares = np.zeros((n, m))
-    cost = np.zeros(n)
-    traded = np.zeros(n)
+    # Device buffers filled step by step and copied to the host once: no host sync inside the loop.
+    equity_t = torch.full((n,), config.initial_cash_usd, dtype=torch.float64, device=device)
+    cash_t = equity_t.clone()
+    shares_t = torch.zeros((n, m), dtype=torch.float64, device=device)
+    cost_t = torch.zeros(n, dtype=torch.float64, device=device)
+    traded_t = torch.zeros(n, dtype=torch.float64, device=device)
+    bar_t = torch.arange(n, dtype=torch.int64, device=device) + start
     obs, _ = env.reset(seed=BACKTEST_SEED)
     for row in range(1, n):
         obs, _, _, _, info = env.step(policy(obs))
-        bar = int(info["bar_index"][0]) - start
-        equity[bar] = float(info["equity_usd"][0])
-        cash[bar] = float(info["cash_usd"][0])
-        shares[bar] = info["shares"][0].double().cpu().numpy()
-        cost[bar] = float(info["cost_usd"][0])
-        traded[bar] = float(info["traded_usd"][0])
-        if bar != row:
-            raise RuntimeError(f"backtest env stepped to bar {bar + start}, expected {row + start}")
+        equity_t[row] = info["equity_usd"][0]
+        cash_t[row] = info["cash_usd"][0]
+        shares_t[row] = info["shares"][0]
+        cost_t[row] = info["cost_usd"][0]
+        traded_t[row] = info["traded_usd"][0]
+        bar_t[row] = info["bar_index"][0]
+    bars = bar_t.cpu().numpy()
+    wrong = np.flatnonzero(bars != np.arange(start, stop))
+    if wrong.size:
+        row = int(wrong[0])
+        raise RuntimeError(f"backtest env stepped to bar {bars[row]}, expected {start + row}")
+    equity, cash, shares = equity_t.cpu().numpy(), cash_t.cpu().numpy(), shares_t.cpu().numpy()
+    cost, traded = cost_t.cpu().numpy(), traded_t.cpu().numpy()
     fill_source = panel.open if config.fill == "next_open" else panel.close
     fill = fill_source[start:stop].double().cpu().numpy()
     bought = np.diff(shares, axis=0, prepend=0.0) > 0

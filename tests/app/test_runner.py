@@ -41,3 +41,32 @@ def test_cash_policy_never_trades(tiny_panel: Panel) -> None:
     assert idle.transactions.empty
     assert result.segment == "validation"
     assert len(idle.returns) == 2
+
+
+class _NoHostRead(torch.Tensor):
+    """A tensor that fails the test when the backtest loop reads it on the host (a device sync)."""
+
+    def _fail(self, *args: object) -> None:
+        raise AssertionError("run_policy read an env output on the host inside the step loop")
+
+    __float__ = __int__ = __index__ = __bool__ = item = tolist = numpy = cpu = _fail  # type: ignore[assignment]
+
+
+def test_run_policy_does_not_read_the_env_on_the_host_per_step(
+    tiny_panel: Panel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from finpod.backtest.runner import run_policy
+    from finpod.env.trading_env import TradingEnv
+
+    step = TradingEnv.step
+
+    def guarded(self: TradingEnv, actions: torch.Tensor) -> tuple[object, ...]:
+        obs, reward, terminated, truncated, info = step(self, actions)
+        return obs, reward, terminated, truncated, {k: v.as_subclass(_NoHostRead) for k, v in info.items()}
+
+    config = EnvConfig(initial_cash_usd=CASH_USD, fee_rate=FEE_RATE, max_participation=1.0)
+    with monkeypatch.context() as patch:
+        patch.setattr(TradingEnv, "step", guarded)
+        ledger = run_policy(tiny_panel, "backtest", config, _constant([0.0, 1.0, 0.0]), CPU)  # type: ignore[arg-type]
+    reference = run_policy(tiny_panel, "backtest", config, _constant([0.0, 1.0, 0.0]), CPU)  # type: ignore[arg-type]
+    assert ledger.equity_usd.tolist() == reference.equity_usd.tolist()

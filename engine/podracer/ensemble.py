@@ -1,7 +1,10 @@
 """An ensemble policy: the mean of the deterministic actions of several agents.
 
-For actions that are target weights (non-negative, summing to one) the mean is again such a vector,
-so the ensemble trades like one agent whose allocation is the leaders' average.
+For actions that are already target weights (non-negative, summing to one) the mean is again such
+a vector, so the ensemble trades like one agent whose allocation is the leaders' average. Actions
+that an env normalises itself (e.g. scores ``a`` with weights ``a / sum(a)``) are NOT averaged as
+weights by this mean: an agent with larger scores would dominate. Normalise each agent's actions
+first (an application's own ensemble policy) when the average must be over weights.
 """
 
 from __future__ import annotations

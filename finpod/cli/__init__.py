@@ -9,6 +9,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from finpod.cli import bench, data, run
 from finpod.errors import FinpodError
@@ -32,5 +33,5 @@ def main() -> None:
     try:
         app()
     except FinpodError as err:
-        _stderr.print(f"[bold red]error:[/] {err}", markup=True)
+        _stderr.print(f"[bold red]error:[/] {escape(str(err))}", markup=True)
         sys.exit(2)

@@ -40,6 +40,16 @@ def test_bad_spec_field_exits_2_naming_field_and_fix(tmp_path: Path) -> None:
     assert not (tmp_path / "reports").exists()
 
 
+def test_error_text_in_brackets_is_printed_verbatim(tmp_path: Path) -> None:
+    """The message is text, not rich markup: ``[first, last]`` must not vanish as a style tag."""
+    text = (REPO_ROOT / "strategies" / "demo.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace('train = ["2016-01-04"', 'train = ["2018-01-04"'), encoding="utf-8")
+    result = run_cli("run", str(bad), "--out", str(tmp_path / "reports"))
+    assert result.exit_code == 2
+    assert result.stderr.strip().endswith("fix: write [first, last]"), result.stderr
+
+
 def test_resume_without_an_unfinished_run_is_a_user_error(tmp_path: Path) -> None:
     result = run_cli("run", str(REPO_ROOT / "strategies" / "demo.toml"), "--out", str(tmp_path), "--resume")
     assert result.exit_code == 2

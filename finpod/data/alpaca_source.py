@@ -3,9 +3,12 @@
 Bars are requested split- and dividend-adjusted (``Adjustment.ALL``), one request per symbol and
 chunk (a calendar month of minute bars, a calendar year of daily bars); alpaca-py follows
 ``next_page_token`` until a chunk is complete. Every complete chunk is cached as parquet under
-``cache_dir/<SYMBOL>/<freq>_<first>_<last>.parquet`` (written atomically), so an interrupted fetch
-resumes where it stopped: cached chunks are not fetched again. Chunks that reach today or later are
-never cached (the day is not over).
+``cache_dir/<SYMBOL>/<freq>_<first>_<last>_asof<today>.parquet`` (written atomically), so an
+interrupted fetch resumes where it stopped: chunks cached the same (UTC) day are not fetched again.
+Adjusted prices are as of the request: every later split or dividend rescales all earlier bars, so a
+chunk cached on an earlier day is fetched again rather than mixed with newer ones (mixing would turn
+a split between the two days into a fake crash at the chunk boundary). Chunks that reach today or
+later are never cached (the day is not over).
 
 Keys come from ``APCA_API_KEY_ID`` and ``APCA_API_SECRET_KEY`` only and are never printed or logged.
 Retries: alpaca-py's REST client retries the status codes in its ``retry_exception_codes`` (429 and
@@ -200,6 +203,11 @@ def _request_chunk(
     )
 
 
+def _today_utc() -> dt.date:
+    """Today's UTC date: the as-of date of adjusted bars fetched now."""
+    return dt.datetime.now(dt.UTC).date()
+
+
 def _write_chunk(frame: pd.DataFrame, path: Path) -> None:
     """Cache one chunk atomically and durably (a crash never leaves a partial chunk under its name)."""
     buffer = io.BytesIO()
@@ -271,12 +279,12 @@ def fetch_bars(
         client if client is not None else make_client(os.environ, url=ALPACA_DATA_URL, retry=DEFAULT_RETRY)
     )
     cache = cache_dir if cache_dir is not None else default_cache_dir(out)
-    today = dt.datetime.now(dt.UTC).date()
+    today = _today_utc()
     frames: list[pd.DataFrame] = []
     fetched = cached = 0
     for symbol in tickers:
         for first, last in chunk_ranges(start, end, freq):
-            path = cache / symbol / f"{freq}_{first}_{last}.parquet"
+            path = cache / symbol / f"{freq}_{first}_{last}_asof{today}.parquet"
             if path.is_file():
                 frames.append(_read_chunk(path))
                 cached += 1

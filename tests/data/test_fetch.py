@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from fakes.alpaca_server import EXPECTED_HEADERS, FakeAlpacaServer, bars_to_alpaca_json
+from finpod.data import alpaca_source
 from finpod.data.alpaca_source import FetchReport, RetryPolicy, fetch_bars, keys_from_env, make_client
 from finpod.data.store import read_dataset
 from finpod.data.synth import synth_market
@@ -77,6 +78,21 @@ def test_rerun_uses_the_cache(server: FakeAlpacaServer, tmp_path: Path) -> None:
     first, _ = read_dataset(tmp_path / "first")
     second, _ = read_dataset(tmp_path / "second")
     pd.testing.assert_frame_equal(first, second)
+
+
+def test_chunks_cached_on_an_earlier_day_are_fetched_again(
+    server: FakeAlpacaServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adjusted prices are as of the fetch: a later split rescales them, so old chunks are not mixed in."""
+    monkeypatch.setattr(alpaca_source, "_today_utc", lambda: dt.date(2024, 3, 1))
+    _fetch(server, tmp_path, "first")
+    monkeypatch.setattr(alpaca_source, "_today_utc", lambda: dt.date(2024, 3, 2))
+    before = len(server.bar_requests())
+    report = _fetch(server, tmp_path, "second")
+    assert report.chunks_cached == 0
+    assert report.chunks_fetched == 4
+    assert len(server.bar_requests()) == 2 * before
+    assert _fetch(server, tmp_path, "third").chunks_cached == 4  # same day: the cache is used
 
 
 def test_interrupted_fetch_resumes_where_it_stopped(server: FakeAlpacaServer, tmp_path: Path) -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from finpod.errors import SpecError
+from finpod.report.atomic import write_text_atomic
 from finpod.spec import REPO_ROOT, Spec
 
 DEFAULT_REPORTS_ROOT = REPO_ROOT / "reports"
@@ -75,10 +75,8 @@ class RunDir:
         return info
 
     def write_info(self, info: dict[str, Any]) -> None:
-        """Replace ``run.json`` atomically."""
-        tmp = self.run_file.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(info, indent=2, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, self.run_file)
+        """Replace ``run.json`` atomically and durably (temp file, fsync, rename)."""
+        write_text_atomic(self.run_file, json.dumps(info, indent=2, sort_keys=True))
 
     def set_status(self, status: RunStatus) -> None:
         """Record the run's progress in ``run.json``."""
@@ -110,8 +108,8 @@ def create_run_dir(spec: Spec, root: Path, run_info: dict[str, Any]) -> RunDir:
             break
         except FileExistsError:  # two runs of one spec in the same second
             run = RunDir(root / f"{stamp}-{spec.name}-{spec.spec_hash()}-{attempt}")
-    run.spec_toml.write_text(spec.to_toml(), encoding="utf-8")
-    run.spec_json.write_text(json.dumps(spec.resolved_dict(), indent=2), encoding="utf-8")
+    write_text_atomic(run.spec_toml, spec.to_toml())
+    write_text_atomic(run.spec_json, json.dumps(spec.resolved_dict(), indent=2))
     run.write_info({**run_info, "run_id": run.run_id, "spec_hash": spec.spec_hash(), "status": "training"})
     return run
 

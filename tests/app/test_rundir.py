@@ -38,3 +38,21 @@ def test_reports_root_defaults_to_the_repository_not_the_cwd(
     monkeypatch.chdir(tmp_path)
     assert reports_root(None) == REPO_ROOT / "reports"
     assert reports_root(Path("out")) == tmp_path / "out"
+
+
+def test_run_files_are_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """spec.toml, spec.json and run.json go through the durable writer: a crash never truncates them."""
+    from finpod.pipeline import rundir
+
+    written: list[str] = []
+    atomic = rundir.write_text_atomic
+
+    def record(path: Path, text: str) -> None:
+        written.append(path.name)
+        atomic(path, text)
+
+    monkeypatch.setattr(rundir, "write_text_atomic", record)
+    run = create_run_dir(Spec.from_toml(DEMO), tmp_path, {"dataset": "x"})
+    run.set_status("done")
+    assert sorted(written) == ["run.json", "run.json", "spec.json", "spec.toml"]
+    assert sorted(p.name for p in run.root.iterdir()) == ["run.json", "spec.json", "spec.toml"]

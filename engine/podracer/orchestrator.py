@@ -519,6 +519,8 @@ class Tournament:
         self._emit("pod_crashed", pod.pod_id, error=f"{type(error).__name__}: {error}")
         del self._pods[pod.pod_id]
         if progress.consecutive_crashes > self.config.max_consecutive_crashes:
+            if pod.snapshot_name is not None:  # kept for the resume the error message asks for
+                self._parked.append(self._pod_record(pod))
             self._save_state()
             raise TournamentError(
                 f"{progress.consecutive_crashes} pod rounds crashed in a row (last: {type(error).__name__}: "

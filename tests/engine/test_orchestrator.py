@@ -152,6 +152,18 @@ def test_a_tournament_that_only_crashes_gives_up_with_a_clear_error(tmp_path: Pa
         tournament.run()
 
 
+def test_a_pod_whose_crash_ends_the_tournament_resumes_from_its_snapshot(tmp_path: Path) -> None:
+    config = tournament_config(pool_size=1, max_consecutive_crashes=1)
+    tournament = Tournament(config, tmp_path, make_agent, TINY_PPO, make_env, _FlakyEvaluate({3, 4}))
+    with pytest.raises(TournamentError, match="2 pod rounds crashed in a row"):
+        tournament.run()
+    resumed = Tournament.resume(tmp_path, make_agent, TINY_PPO, make_env, _FlakyEvaluate(set()))
+    events: list[TournamentEvent] = []
+    resumed.run(on_event=events.append)
+    first = next(e for e in events if e.kind == "pod_started")
+    assert (first.pod_id, first.data["origin"]) == (0, "snapshot")
+
+
 def test_a_non_finite_score_counts_as_a_crash(tmp_path: Path) -> None:
     config = tournament_config(pool_size=1, max_consecutive_crashes=1)
     tournament = Tournament(config, tmp_path, make_agent, TINY_PPO, make_env, _FlakyEvaluate(set(), math.nan))

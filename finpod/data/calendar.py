@@ -265,7 +265,7 @@ def _raise_duplicate(
 def _check_prices(
     aligned: dict[str, np.ndarray], real: np.ndarray, grid: CalendarGrid, symbols: tuple
 ) -> None:
-    """Every real bar has finite, positive prices and finite, non-negative volume."""
+    """Every real bar has finite, positive prices, ``low <= open, close <= high``, and volume >= 0."""
     for name, values in aligned.items():
         bad = real & ~(np.isfinite(values) & ((values > 0) if name != "volume" else (values >= 0)))
         if bad.any():
@@ -274,6 +274,17 @@ def _check_prices(
             raise DataError(
                 f"symbol {symbols[col]} has {name} {values[row, col]} at {when.isoformat()}; "
                 "prices must be positive and finite, volume non-negative: fix or re-import the data"
+            )
+    high, low = aligned["high"], aligned["low"]
+    for name in ("open", "close"):
+        values = aligned[name]
+        bad = real & ((high < low) | (values > high) | (values < low))
+        if bad.any():
+            row, col = np.argwhere(bad)[0]
+            when = pd.Timestamp(int(grid.timestamps_ns[row]), tz="UTC")
+            raise DataError(
+                f"symbol {symbols[col]} has {name} {values[row, col]} outside [low {low[row, col]}, "
+                f"high {high[row, col]}] at {when.isoformat()}; fix or re-import the data"
             )
 
 
@@ -300,8 +311,8 @@ def align(
         The aligned ``(T, M)`` float32 arrays, the real-bar mask, first-bar rows and counts.
 
     Raises:
-        DataError: naive timestamps, a duplicate ``(symbol, bar)``, or a non-positive / non-finite
-            price or a negative volume.
+        DataError: naive timestamps, a duplicate ``(symbol, bar)``, a non-positive / non-finite
+            price, high below low or open/close outside [low, high], or a negative volume.
     """
     grid = calendar_grid(freq, start, end, regular_hours_only=regular_hours_only)
     codes, uniques = pd.factorize(bars["symbol"], sort=False)

@@ -169,6 +169,16 @@ def test_align_rejects_bad_prices(column: str, value: float) -> None:
         align(bars, "1min", "2020-01-02", "2020-01-02")
 
 
+@pytest.mark.parametrize(("column", "reference"), [("high", "low"), ("low", "high"), ("close", "high")])
+def test_align_rejects_bars_outside_their_high_low_range(column: str, reference: str) -> None:
+    """high < low, or open/close outside [low, high], in an in-memory frame (no validate_bars before)."""
+    bars = _bars(bar_starts("1min", "2020-01-02", "2020-01-02"), "BAD", seed=9)
+    bars.loc[5, column] = bars.loc[5, reference] * (0.99 if column == "high" else 1.01)
+    message = r"symbol BAD has (open|close) .* outside \[low .* at 2020-01-02T14:35"
+    with pytest.raises(DataError, match=message):
+        align(bars, "1min", "2020-01-02", "2020-01-02")
+
+
 def test_align_keeps_a_requested_symbol_without_bars_as_placeholder() -> None:
     bars = _bars(bar_starts("1min", "2020-01-02", "2020-01-02"), "AAA", seed=10)
     aligned = align(bars, "1min", "2020-01-02", "2020-01-02", symbols=("AAA", "ZZZ"))

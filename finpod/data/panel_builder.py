@@ -227,6 +227,13 @@ def build_panel(
         bars, freq, data.first, data.last, symbols=tradable, regular_hours_only=regular_hours_only
     )
     logger.info("aligned %d symbols on %d bars: %s", len(tradable), aligned.grid.num_bars, aligned.counts)
+    if aligned.counts.off_calendar_bars:
+        logger.warning(
+            "dropped %d bars off the XNAS %s grid (pre/post-market%s, non-session days or odd stamps)",
+            aligned.counts.off_calendar_bars,
+            freq,
+            "; pass regular_hours_only=False to keep extended hours" if regular_hours_only else "",
+        )
     rows = _segment_rows(aligned, windows, data)
     benchmark_close = None
     if benchmark_symbol is not None and benchmark_symbol in present:

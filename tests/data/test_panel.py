@@ -92,12 +92,17 @@ def test_without_a_benchmark_qqq_is_a_tradable_column(market: pd.DataFrame) -> N
     assert panel.benchmark_symbol is None
 
 
-def test_extended_hours_are_kept_when_asked(market: pd.DataFrame) -> None:
+def test_extended_hours_are_kept_when_asked(market: pd.DataFrame, caplog: pytest.LogCaptureFixture) -> None:
     premarket = market[market["symbol"] == "SYN000"].head(3).copy()
     premarket["timestamp"] = premarket["timestamp"] - pd.Timedelta(hours=2)
     bars = pd.concat([market, premarket], ignore_index=True)
-    regular = _build(bars)
-    extended = _build(bars, regular_hours_only=False)
+    with caplog.at_level(logging.WARNING, logger="finpod.data.panel_builder"):
+        regular = _build(bars)
+    assert "dropped 3 bars off the XNAS 1min grid" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="finpod.data.panel_builder"):
+        extended = _build(bars, regular_hours_only=False)
+    assert "dropped" not in caplog.text
     assert regular.num_bars == 12 * 390
     assert extended.num_bars == 12 * 960
     assert int(extended.tradable.sum()) == int(regular.tradable.sum()) + 3

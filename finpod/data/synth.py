@@ -11,9 +11,11 @@ The model, per symbol ``m``, session ``d`` and bar ``k`` (all returns are log re
   (``IDIO_VOL_ANNUAL`` x U[0.7, 1.3]), so returns are correlated within the market and more so within
   a sector (sector = symbol number mod ``N_SECTORS``);
 * **fat tails**: every shock is Student-t with ``T_DOF`` degrees of freedom, scaled to unit variance;
-* **volatility clustering**: a GARCH(1,1) variance multiplier per symbol and session,
+* **volatility clustering**: a GARCH(1,1)-like variance multiplier per symbol and session,
   ``h_d = (1 - a - b) + a z_{d-1}^2 + b h_{d-1}`` (``GARCH_ALPHA``, ``GARCH_BETA``), where ``z`` is the
-  session's standardised realised shock; it scales the whole session (gap and bars);
+  session's unit-variance shock BEFORE the multiplier (textbook GARCH would use ``h z^2``, the
+  realised return's square, so large moves here raise the next variance but do not compound); it
+  scales the whole session (gap and bars);
 * **intraday U-shapes**: per-bar volatility and volume follow ``1 + c (2x - 1)^2`` over the session
   (``x`` in [0, 1]; ``c`` = ``INTRADAY_VOL_CURVATURE`` / ``INTRADAY_VOLUME_CURVATURE``);
 * **overnight gaps**: a session's first open = previous close x exp(gap), the gap carrying

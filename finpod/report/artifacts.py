@@ -111,8 +111,8 @@ def read_segment(folder: Path, meta: dict[str, Any]) -> BacktestResult:
         )
     return BacktestResult(
         segment=meta["segment"],
-        start=pd.Timestamp(meta["start"]),
-        end=pd.Timestamp(meta["end"]),
+        start=pd.Timestamp(meta["start"], tz="UTC"),
+        end=pd.Timestamp(meta["end"], tz="UTC"),
         traders=traders,
         benchmark_name=meta["benchmark_name"],
         initial_cash_usd=float(meta["initial_cash_usd"]),

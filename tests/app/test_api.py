@@ -36,6 +36,10 @@ def test_api_run_metrics_returns_and_reload(tmp_path: Path) -> None:
 
     again = finpod.load_run(result.run_dir)
     assert list(again.backtest.traders) == list(result.backtest.traders)
+    for segment in ("backtest", "validation"):
+        ours, theirs = getattr(result, segment), getattr(again, segment)
+        assert (theirs.start, theirs.end) == (ours.start, ours.end)
+        assert str(theirs.start.tz) == "UTC"
     for name, trader in result.backtest.traders.items():
         pd.testing.assert_series_equal(
             trader.returns,

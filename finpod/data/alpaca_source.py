@@ -294,15 +294,14 @@ def fetch_bars(
             if last < today:
                 _write_chunk(frame, path)
             frames.append(frame)
-    bars = pd.concat(frames, ignore_index=True).loc[:, list(BAR_COLUMNS)]
+    repairs: dict[str, int] = {}
+    bars = _to_regular_bars(pd.concat(frames, ignore_index=True).loc[:, list(BAR_COLUMNS)], freq, repairs)
     missing = sorted(set(tickers) - set(bars["symbol"].unique()))
     if missing:
         raise DataError(
-            f"alpaca: no {freq} bars for {', '.join(missing)} between {start} and {end}; "
+            f"alpaca: no {freq} regular-hours bars for {', '.join(missing)} between {start} and {end}; "
             "check the symbols and dates"
         )
-    repairs: dict[str, int] = {}
-    bars = _to_regular_bars(bars, freq, repairs)
     report = validate_bars(bars, "alpaca")
     repairs[ZERO_VOLUME_BARS] = report.zero_volume_bars
     manifest = write_dataset(

@@ -216,8 +216,23 @@ def test_daily_bars_move_to_the_session_open(tmp_path: Path) -> None:
 
 def test_symbol_without_bars_is_an_error(server: FakeAlpacaServer, tmp_path: Path) -> None:
     client = make_client(ENV, url=server.url, retry=NO_WAIT)
-    with pytest.raises(DataError, match="no 1min bars for NOPE between 2021-01-28 and 2021-02-02"):
+    with pytest.raises(
+        DataError, match="no 1min regular-hours bars for NOPE between 2021-01-28 and 2021-02-02"
+    ):
         fetch_bars(["NOPE"], START, END, "1min", tmp_path / "ds", client=client, cache_dir=tmp_path / "cache")
+
+
+def test_symbol_with_only_extended_hours_bars_is_an_error(minute_bars: pd.DataFrame, tmp_path: Path) -> None:
+    """Not a dataset that silently lacks it."""
+    syn001 = minute_bars[minute_bars["symbol"] == "SYN001"].head(3)
+    pre_market = syn001.assign(timestamp=syn001["timestamp"] - pd.Timedelta(hours=1))
+    with FakeAlpacaServer(key_id=KEY_ID, secret_key=SECRET) as fake:
+        rows = bars_to_alpaca_json(pd.concat([minute_bars[minute_bars["symbol"] == "SYN000"], pre_market]))
+        for symbol, bars in rows.items():
+            fake.add_bars("1Min", symbol, bars)
+        with pytest.raises(DataError, match="no 1min regular-hours bars for SYN001"):
+            _fetch(fake, tmp_path)
+    assert not (tmp_path / "ds").exists()
 
 
 def test_default_client_reads_keys_from_the_environment(

@@ -53,7 +53,9 @@ from podracer.snapshot import atomic_write_bytes
 KEY_ID_VARIABLE: Final[str] = "APCA_API_KEY_ID"
 SECRET_KEY_VARIABLE: Final[str] = "APCA_API_SECRET_KEY"
 ALPACA_DATA_URL: Final[str] = "https://data.alpaca.markets"
-_HTTP_UNAUTHORIZED: Final[frozenset[int]] = frozenset({401, 403})
+_HTTP_UNAUTHORIZED: Final[int] = 401
+_HTTP_FORBIDDEN: Final[int] = 403
+_MAX_SERVER_MESSAGE_CHARS: Final[int] = 200
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,15 @@ def _new_york_midnight(day: dt.date) -> dt.datetime:
     return pd.Timestamp(day).tz_localize(EXCHANGE_TIMEZONE).tz_convert("UTC").to_pydatetime()
 
 
+def _server_message(err: APIError) -> str:
+    """Alpaca's one-line reason from an error body (never a key: those travel in headers only)."""
+    try:
+        message = str(err.message)
+    except (ValueError, KeyError, TypeError):
+        message = str(err)
+    return " ".join(message.split())[:_MAX_SERVER_MESSAGE_CHARS]
+
+
 def _request_chunk(
     client: StockHistoricalDataClient, symbol: str, freq: str, first: dt.date, last: dt.date
 ) -> pd.DataFrame:
@@ -177,9 +188,14 @@ def _request_chunk(
         result = client.get_stock_bars(request)
     except APIError as err:
         status = err.status_code
-        if status in _HTTP_UNAUTHORIZED:
+        if status == _HTTP_UNAUTHORIZED:
             raise BrokerError(
                 f"{where}: HTTP {status}, keys rejected; check {KEY_ID_VARIABLE} and {SECRET_KEY_VARIABLE}"
+            ) from None
+        if status == _HTTP_FORBIDDEN:
+            raise BrokerError(
+                f"{where}: HTTP {status}, access refused ({_server_message(err)}); check that your Alpaca "
+                "data plan covers these bars (recent SIP minutes need a paid plan: end the range earlier)"
             ) from None
         raise BrokerError(
             f"{where}: HTTP {status} after the client's retries ran out; wait and re-run "

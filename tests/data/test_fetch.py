@@ -173,6 +173,18 @@ def test_rejected_keys_name_the_variables(server: FakeAlpacaServer, tmp_path: Pa
         )
 
 
+def test_forbidden_is_not_reported_as_rejected_keys(server: FakeAlpacaServer, tmp_path: Path) -> None:
+    """403 is what Alpaca answers when the plan does not cover the data (recent SIP minutes)."""
+    server.fail_next(403, 1)
+    with pytest.raises(BrokerError) as caught:
+        _fetch(server, tmp_path)
+    message = str(caught.value)
+    assert "HTTP 403, access refused (injected failure 403)" in message
+    assert "data plan" in message
+    assert "keys rejected" not in message
+    assert "\n" not in message
+
+
 @pytest.mark.parametrize("env", [{}, {"APCA_API_KEY_ID": KEY_ID}, {"APCA_API_SECRET_KEY": SECRET}])
 def test_missing_keys_name_both_variables(env: dict[str, str]) -> None:
     with pytest.raises(BrokerError, match="set both APCA_API_KEY_ID and APCA_API_SECRET_KEY"):

@@ -32,13 +32,14 @@ def dataset_for(spec: Spec, data_root: Path) -> Path:
     """The dataset folder of ``spec``: its ``data.path``, or the cached synthetic market.
 
     A synthetic spec's market is generated once, deterministically from ``data.synthetic`` and the
-    frequency, into ``data_root/synthetic-<hash>/`` and read back from there afterwards.
+    frequency, into ``data_root/synthetic-<hash>/`` and read back from there afterwards. The folder
+    returned is absolute (a run records it, and ``--resume`` may start from another directory).
     """
     if spec.data.source == "dataset":
         return spec.dataset_path()
     shape = {"frequency": spec.frequency, **spec.data.synthetic.model_dump(mode="json")}
     digest = hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:12]
-    folder = data_root / f"synthetic-{digest}"
+    folder = data_root.expanduser().resolve() / f"synthetic-{digest}"
     if not folder.is_dir():
         synth = spec.data.synthetic
         bars = synth_market(

@@ -11,7 +11,7 @@ from tiny import SEGMENTS, tiny_bars, tiny_spec
 
 import finpod
 from finpod.errors import DataError, SpecError
-from finpod.pipeline.inputs import bars_before_backtest, universe_symbols
+from finpod.pipeline.inputs import bars_before_backtest, dataset_for, universe_symbols
 from finpod.pipeline.rundir import create_run_dir
 
 
@@ -48,3 +48,20 @@ def test_load_run_refuses_an_unfinished_run(tmp_path: Path) -> None:
     run = create_run_dir(tiny_spec(Path("/unused")), tmp_path, {"dataset": "x"})
     with pytest.raises(SpecError, match="the run has not finished; fix"):
         finpod.load_run(run.root)
+
+
+def test_synthetic_dataset_folder_is_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run.json records this folder; a relative one would break --resume from another directory."""
+    monkeypatch.chdir(tmp_path)
+    spec = finpod.Spec.from_dict(
+        {
+            "name": "synth",
+            "frequency": "1d",
+            "segments": SEGMENTS,
+            "data": {"synthetic": {"n_symbols": 2, "n_days": 5}},
+        }
+    )
+    folder = dataset_for(spec, Path("cache"))
+    assert folder.is_absolute()
+    assert folder.parent == tmp_path.resolve() / "cache"
+    assert folder.is_dir()

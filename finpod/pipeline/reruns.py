@@ -32,11 +32,20 @@ RERUN_DIR = "rerun"
 def backtest_run(run_dir: Path, segment: str) -> BacktestResult:
     """Recompute segment ``segment`` (``validation`` or ``backtest``) of a finished run.
 
+    The backtest segment is only read once selection is over (status ``backtesting`` or ``done``):
+    a look at it while the tournament can still be resumed would be selection on test data.
+
     Raises:
-        SpecError: not a run folder, or its tournament left no leaderboard.
+        SpecError: not a run folder, its tournament left no leaderboard, or (``backtest``) it is
+            still training.
     """
     run = RunDir(Path(run_dir).expanduser().resolve())
     info = run.read_info()
+    if segment == "backtest" and info.get("status") == "training":
+        raise SpecError(
+            f"{run.root}: still training, so its backtest segment stays unread; fix: finish it with "
+            f"`finpod run {run.spec_toml} --resume`, or pass --segment validation"
+        )
     spec = run.load_spec()
     board_dir = run.tournament / LEADERBOARD_DIR
     if not board_dir.is_dir():

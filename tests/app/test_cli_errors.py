@@ -65,3 +65,16 @@ def test_missing_dataset_exits_2_naming_the_fix(tmp_path: Path) -> None:
     assert "data.path: dataset folder not found" in result.stderr
     assert "finpod data import" in result.stderr
     assert not (tmp_path / "reports").exists()
+
+
+def test_backtest_rerun_of_a_run_still_training_is_refused(tmp_path: Path) -> None:
+    """Peeking at the backtest segment before selection is over would be selection on test data."""
+    from finpod.pipeline.rundir import create_run_dir
+    from finpod.spec import Spec
+
+    run = create_run_dir(Spec.from_toml(REPO_ROOT / "strategies" / "demo.toml"), tmp_path, {"dataset": "x"})
+    (run.tournament / "leaderboard").mkdir(parents=True)
+    result = run_cli("backtest", str(run.root))
+    assert result.exit_code == 2
+    assert "still training, so its backtest segment stays unread" in result.stderr
+    assert result.stderr.strip().count("\n") == 0

@@ -33,6 +33,7 @@ import psutil
 import torch
 
 from finpod.data.calendar import calendar_grid, session_day_numbers
+from finpod.data.panel import Panel
 from finpod.data.panel_builder import build_panel
 from finpod.data.store import read_dataset, write_dataset
 from finpod.data.synth import synth_market
@@ -198,6 +199,13 @@ def _segments(bars: pd.DataFrame) -> tuple[str, str, dict[str, tuple[str, str]]]
     return first, last, segments
 
 
+def _finished(panel: Panel) -> Panel:
+    """``panel`` once the device has finished building it (CUDA kernels run asynchronously)."""
+    if panel.device.type == "cuda":
+        torch.cuda.synchronize(panel.device)
+    return panel
+
+
 def run_data_bench(
     *, symbols: int, days: int, seed: int, device: torch.device, out: Path | None = None
 ) -> DataBenchResult:
@@ -241,8 +249,16 @@ def run_data_bench(
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         panel, build = _measured(
-            lambda: build_panel(
-                read_bars, freq="1min", start=start, end=end, segments=segments, device=device, universe="all"
+            lambda: _finished(
+                build_panel(
+                    read_bars,
+                    freq="1min",
+                    start=start,
+                    end=end,
+                    segments=segments,
+                    device=device,
+                    universe="all",
+                )
             )
         )
         cuda_peak = int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None

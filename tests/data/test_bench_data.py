@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
 from clirun import run_cli
 from finpod.bench import data_bench
@@ -66,3 +68,14 @@ def test_peak_measurement_sees_an_allocation_on_both_paths(monkeypatch: pytest.M
         del block
         before, peak = memory
         assert peak - before >= 0.9 * allocation_bytes, linux_counter
+
+
+def test_panel_build_time_waits_for_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA the panel stage's clock stops only after the kernels finished."""
+    calls: list[torch.device] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", calls.append)
+    panel = SimpleNamespace(device=torch.device("cuda", 0))
+    assert data_bench._finished(panel) is panel  # type: ignore[arg-type]
+    assert calls == [torch.device("cuda", 0)]
+    assert data_bench._finished(SimpleNamespace(device=torch.device("cpu"))) is not None  # type: ignore[arg-type]
+    assert len(calls) == 1

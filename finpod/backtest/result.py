@@ -29,7 +29,8 @@ class TraderResult:
         transactions: pyfolio transactions: index = fill timestamp (UTC), columns ``symbol``,
             ``amount`` (shares, signed: + buy, - sell) and ``price`` (USD per share, fill price).
         costs_usd: fees plus slippage paid per session, USD.
-        turnover: traded notional per session divided by that session's opening equity (fraction).
+        turnover: traded notional per session divided by the previous session's closing equity
+            (the initial capital for the first session), fraction.
     """
 
     name: str

@@ -25,7 +25,9 @@ class Panel:
             0 for the first session in the panel; bars of one session are contiguous.
         symbols: the ``M`` tradable asset tickers, in column order.
         open, high, low, close: float32 ``(T, M)`` adjusted prices (USD per share). A missing bar is
-            filled from the last close (open = high = low = close = last close).
+            filled from the last close (open = high = low = close = last close). Before a symbol's
+            first bar every price is that first bar's open: a placeholder from the future, never
+            tradable, for valuing a zero position only (``1.0`` for a symbol with no bar at all).
         volume: float32 ``(T, M)`` adjusted shares traded in the bar (0 for a filled bar).
         features: float32 ``(T, M, F)`` causal features (value at t uses bars <= t only), normalised
             with statistics from the train segment only.

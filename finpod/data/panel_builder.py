@@ -121,6 +121,15 @@ def _select_symbols(
     elif universe == NASDAQ100:
         members = ever_members(window.first.date(), window.last.date())
         chosen = [s for s in present if s in members]
+        left_out = [s for s in present if s not in members and s != benchmark_symbol]
+        if left_out:
+            logger.info(
+                "universe %s: %d dataset symbol(s) never members in %s are not columns: %s",
+                universe,
+                len(left_out),
+                window.text(),
+                ", ".join(left_out[:20]) + (" ..." if len(left_out) > 20 else ""),
+            )
     else:
         chosen = list(present)
     tradable = tuple(s for s in chosen if s != benchmark_symbol)

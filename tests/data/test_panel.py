@@ -168,18 +168,20 @@ def _daily(symbols: list[str], first: str, last: str) -> pd.DataFrame:
 DAILY_SEGMENTS = {"train": ("2019-01-02", "2020-03-31"), "backtest": ("2020-04-01", "2020-05-29")}
 
 
-def test_nasdaq100_universe_is_point_in_time() -> None:
+def test_nasdaq100_universe_is_point_in_time(caplog: pytest.LogCaptureFixture) -> None:
     bars = _daily(["AAPL", "FAKE", "WLTW", "ZM"], "2019-01-02", "2020-05-29")
-    panel = build_panel(
-        bars,
-        freq="1d",
-        start="2019-01-02",
-        end="2020-05-29",
-        segments=DAILY_SEGMENTS,
-        device="cpu",
-        universe="nasdaq100",
-    )
+    with caplog.at_level(logging.INFO, logger="finpod.data.panel_builder"):
+        panel = build_panel(
+            bars,
+            freq="1d",
+            start="2019-01-02",
+            end="2020-05-29",
+            segments=DAILY_SEGMENTS,
+            device="cpu",
+            universe="nasdaq100",
+        )
     assert panel.symbols == ("AAPL", "WLTW", "ZM")
+    assert "1 dataset symbol(s) never members in 2019-01-02..2020-05-29 are not columns: FAKE" in caplog.text
     dates = pd.DatetimeIndex(panel.timestamps_ns).date
     for m, symbol in enumerate(panel.symbols):
         expected = [symbol in nasdaq100_members(d) for d in dates]

@@ -291,6 +291,8 @@ def fetch_bars(
         raise SpecError("--symbols is empty; pass tickers like AAPL,MSFT")
     if end < start:
         raise SpecError(f"--end {end} is before --start {start}; swap them")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise DataError(f"{out}: already exists; remove it or choose another output folder")
     data_client = (
         client if client is not None else make_client(os.environ, url=ALPACA_DATA_URL, retry=DEFAULT_RETRY)
     )

@@ -226,6 +226,14 @@ def test_daily_bars_move_to_the_session_open(tmp_path: Path) -> None:
     pd.testing.assert_series_equal(bars["timestamp"], daily["timestamp"], check_dtype=False)
 
 
+def test_existing_output_is_refused_before_any_request(server: FakeAlpacaServer, tmp_path: Path) -> None:
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "keep.txt").write_text("mine")
+    with pytest.raises(DataError, match="already exists"):
+        _fetch(server, tmp_path)
+    assert server.bar_requests() == []
+
+
 def test_symbol_without_bars_is_an_error(server: FakeAlpacaServer, tmp_path: Path) -> None:
     client = make_client(ENV, url=server.url, retry=NO_WAIT)
     with pytest.raises(

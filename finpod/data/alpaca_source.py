@@ -284,9 +284,10 @@ def fetch_bars(
     Raises:
         SpecError: no symbols, or ``end`` before ``start``.
         BrokerError: Alpaca refused or failed after retries.
-        DataError: a symbol has no bars in the window, or the bars are malformed.
+        DataError: ``out`` already exists, a symbol has no regular-hours bars in the window, or the
+            bars are malformed.
     """
-    tickers = [s.strip().upper() for s in symbols if s.strip()]
+    tickers = list(dict.fromkeys(s.strip().upper() for s in symbols if s.strip()))
     if not tickers:
         raise SpecError("--symbols is empty; pass tickers like AAPL,MSFT")
     if end < start:

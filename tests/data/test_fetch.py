@@ -234,6 +234,15 @@ def test_existing_output_is_refused_before_any_request(server: FakeAlpacaServer,
     assert server.bar_requests() == []
 
 
+def test_a_ticker_named_twice_is_fetched_once(server: FakeAlpacaServer, tmp_path: Path) -> None:
+    client = make_client(ENV, url=server.url, retry=NO_WAIT)
+    report = fetch_bars(
+        ["SYN000", "syn000 "], START, END, "1min", tmp_path / "ds", client=client, cache_dir=tmp_path / "c"
+    )
+    assert report.manifest.symbols == ("SYN000",)
+    assert report.chunks_fetched == 2
+
+
 def test_symbol_without_bars_is_an_error(server: FakeAlpacaServer, tmp_path: Path) -> None:
     client = make_client(ENV, url=server.url, retry=NO_WAIT)
     with pytest.raises(

@@ -73,6 +73,10 @@ def test_daily_adjusted_files(daily_dataset: Path) -> None:
     aapl_moves = in_2020["AAPL"].pct_change().abs()
     assert aapl_moves.max() < MAX_DAILY_MOVE_2020
     assert pd.Timestamp("2020-08-31 13:30", tz="UTC") in in_2020.index
+    # Volume is adjusted like the prices: the day before AAPL's 4:1 split counts 4x its raw shares.
+    aapl = bars[bars["symbol"] == "AAPL"].set_index("timestamp")["volume"]
+    assert aapl[pd.Timestamp("2020-08-28 13:30", tz="UTC")] == 46_907_479 * 4
+    assert aapl[pd.Timestamp("2020-08-31 13:30", tz="UTC")] == 223_505_733
 
 
 def test_dividend_name_matches_vendor_adjusted_close(daily_dataset: Path, shared_data: Path) -> None:

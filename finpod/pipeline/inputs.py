@@ -82,22 +82,44 @@ def universe_symbols(spec: Spec, bars: pd.DataFrame) -> list[str]:
 
     The benchmark ETF is never one of them. For ``nasdaq100`` it is every ticker that was a member
     on some day of the three segments (the panel's tradable mask then follows membership day by
-    day). The list depends on which symbols are present and on index membership, never on prices,
-    so the selection and backtest panels have the same columns.
+    day). Only symbols with a bar before the backtest segment can be columns: the selection panel
+    is built from those bars alone (see :func:`late_symbols` for the ones left out). The list
+    depends on which symbols are present and on index membership, never on prices, so the
+    selection and backtest panels have the same columns.
+
+    Raises:
+        DataError: an explicitly listed ticker is missing, or has no bar before the backtest.
     """
     present = set(bars["symbol"].unique()) - {spec.benchmark_symbol}
+    listed = set(bars_before_backtest(spec, bars)["symbol"].unique()) & present
     if spec.universe == "all":
-        return sorted(present)
+        return sorted(listed)
     if spec.universe == "nasdaq100":
         members = ever_members(spec.segments.train[0], spec.segments.backtest[1])
-        return sorted(present & members)
+        return sorted(listed & members)
     missing = sorted(set(spec.universe) - present)
     if missing:
         raise DataError(
             f"universe: {', '.join(missing)} not in the dataset; fix: remove them from the spec's "
             "universe or use a dataset that has them"
         )
+    late = sorted(set(spec.universe) - listed)
+    if late:
+        raise DataError(
+            f"universe: {', '.join(late)} has no bar before the backtest segment "
+            f"({spec.segments.backtest[0]}); fix: remove it from the spec's universe or start the "
+            "backtest after it lists"
+        )
     return sorted(spec.universe)
+
+
+def late_symbols(spec: Spec, bars: pd.DataFrame) -> list[str]:
+    """Symbols of the dataset (benchmark aside) whose first bar is in or after the backtest segment.
+
+    They cannot be traded: an agent is selected without ever seeing them. A run prints them.
+    """
+    present = set(bars["symbol"].unique()) - {spec.benchmark_symbol}
+    return sorted(present - set(bars_before_backtest(spec, bars)["symbol"].unique()))
 
 
 def selection_panel(spec: Spec, bars: pd.DataFrame, symbols: list[str], device: str) -> Panel:

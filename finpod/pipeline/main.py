@@ -33,6 +33,7 @@ from finpod.pipeline.inputs import (
     DEFAULT_DATA_ROOT,
     backtest_panel,
     dataset_for,
+    late_symbols,
     load_bars,
     selection_panel,
     universe_symbols,
@@ -124,6 +125,13 @@ def run(
         console.print(f"run [bold]{run_dir.run_id}[/] on {device}")
     bars = load_bars(dataset)
     symbols = universe_symbols(spec, bars)
+    late = late_symbols(spec, bars)
+    if late:
+        console.print(
+            f"note: not traded, no bar before the backtest segment: {', '.join(late)}",
+            markup=False,
+            soft_wrap=True,
+        )
     panel = selection_panel(spec, bars, symbols, str(device))
     leaderboard, history = train(spec, panel, run_dir, device, resume=resume, console=console)
     run_dir.set_status("backtesting")

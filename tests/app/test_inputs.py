@@ -11,7 +11,13 @@ from tiny import SEGMENTS, tiny_bars, tiny_spec
 
 import finpod
 from finpod.errors import DataError, SpecError
-from finpod.pipeline.inputs import bars_before_backtest, dataset_for, universe_symbols
+from finpod.pipeline.inputs import (
+    bars_before_backtest,
+    dataset_for,
+    late_symbols,
+    selection_panel,
+    universe_symbols,
+)
 from finpod.pipeline.rundir import create_run_dir
 
 
@@ -32,6 +38,20 @@ def test_universe_excludes_the_benchmark_and_checks_explicit_tickers() -> None:
     assert universe_symbols(spec.with_(universe=["CCC", "AAA"]), bars) == ["AAA", "CCC"]
     with pytest.raises(DataError, match=r"universe: ZZZ not in the dataset; fix"):
         universe_symbols(spec.with_(universe=["AAA", "ZZZ"]), bars)
+
+
+def test_a_symbol_listed_only_in_the_backtest_is_left_out_not_a_crash() -> None:
+    """A symbol whose first bar is in the backtest (an IPO) cannot be a selection-panel column."""
+    spec = tiny_spec(Path("/unused"))
+    bars = tiny_bars(seed=1)
+    ipo = (bars["symbol"] == "AAA") & (bars["timestamp"] < pd.Timestamp(SEGMENTS["backtest"][0], tz="UTC"))
+    bars = bars.loc[~ipo].reset_index(drop=True)
+    symbols = universe_symbols(spec, bars)
+    assert symbols == ["BBB", "CCC"]
+    assert late_symbols(spec, bars) == ["AAA"]
+    assert selection_panel(spec, bars, symbols, "cpu").symbols == ("BBB", "CCC")
+    with pytest.raises(DataError, match=r"universe: AAA has no bar before the backtest segment .*; fix"):
+        universe_symbols(spec.with_(universe=["AAA", "BBB"]), bars)
 
 
 def test_device_cuda_needs_a_gpu() -> None:

@@ -19,6 +19,10 @@ from finpod.env.config import EnvConfig
 
 ROUNDING_AMBIGUITY_SHARES = 1e-3
 """A whole-share rounding whose argument lies this close to an integer may round either way in float32."""
+ROUNDING_AMBIGUITY_ULPS = 4.0
+"""... and so may one within this many float32 ulps of the portfolio's value, in shares of the asset
+(at 1M USD and 17 USD a share, one ulp of the value is already 0.007 shares, above the 1e-3 floor)."""
+FLOAT32_EPS = 2.0**-23
 BAND_AMBIGUITY_WEIGHT = 1e-5
 """A weight gap this close to the rebalance band may fall on either side of it in float32."""
 
@@ -37,9 +41,9 @@ class RefStep:
     band_ambiguous: bool
 
 
-def _near_integer(value: float) -> bool:
+def _near_integer(value: float, tolerance: float) -> bool:
     distance = abs(value - round(value))
-    return 0.0 < distance < ROUNDING_AMBIGUITY_SHARES
+    return 0.0 < distance < tolerance
 
 
 def reference_step(
@@ -64,10 +68,14 @@ def reference_step(
     band_ambiguous = False
 
     orders = []
+    value_at_fill = cash_usd + sum(shares[i] * fill[i] for i in range(num_assets))
+    tolerance = [
+        max(ROUNDING_AMBIGUITY_SHARES, ROUNDING_AMBIGUITY_ULPS * FLOAT32_EPS * value_at_fill / fill[i])
+        for i in range(num_assets)
+    ]
     if config.action_mode == "weights":
         scores = [min(max(a, 0.0), 1.0) for a in action]
         total = sum(scores)
-        value_at_fill = cash_usd + sum(shares[i] * fill[i] for i in range(num_assets))
         for i in range(num_assets):
             target = scores[i + 1] / total * value_at_fill / fill[i] if total > 0 else 0.0
             target_weight = scores[i + 1] / total if total > 0 else 0.0
@@ -90,7 +98,7 @@ def reference_step(
         buy_cap = cap if tradable[i] else 0.0
         order = min(max(order, -cap), buy_cap)
         if config.whole_shares:
-            ambiguous = ambiguous or _near_integer(order)
+            ambiguous = ambiguous or _near_integer(order, tolerance[i])
             order = float(math.trunc(order))
         orders[i] = order
 
@@ -117,7 +125,7 @@ def reference_step(
         if orders[i] > 0:
             buy = orders[i] * scale
             if config.whole_shares:
-                ambiguous = ambiguous or _near_integer(buy)
+                ambiguous = ambiguous or _near_integer(buy, tolerance[i])
                 buy = float(math.floor(buy))
             executed = buy * fill[i] * (1 + half_spread)
             fee = executed * config.fee_rate

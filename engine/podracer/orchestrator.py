@@ -355,6 +355,7 @@ class Tournament:
 
         Raises:
             SnapshotError: a run file is missing, corrupt or foreign.
+            TournamentError: ``base_agent_config`` is not the one the run was started with.
         """
         run_dir = Path(run_dir).resolve()
         config_record = read_json_record(run_dir / CONFIG_NAME, CONFIG_FORMAT, RUN_FORMAT_VERSION)
@@ -362,6 +363,13 @@ class Tournament:
         try:
             config = TournamentConfig(**config_record["tournament"])
             check_agent_config(base_agent_config)
+            stored_base = config_record["base_agent_config"]
+            if config_to_record(base_agent_config) != stored_base:
+                raise TournamentError(
+                    f"base_agent_config differs from the one {run_dir / CONFIG_NAME} was started with "
+                    f"({stored_base.get('fields') if isinstance(stored_base, dict) else stored_base!r}); "
+                    "resume with that one, or start a new run"
+                )
             self = cls.__new__(cls)
             self._setup(config, run_dir, agent_factory, base_agent_config, env_factory, evaluate, backend)
             self.leaderboard = Leaderboard.open(run_dir / LEADERBOARD_DIR)

@@ -164,6 +164,15 @@ def test_a_pod_whose_crash_ends_the_tournament_resumes_from_its_snapshot(tmp_pat
     assert (first.pod_id, first.data["origin"]) == (0, "snapshot")
 
 
+def test_resume_refuses_another_base_agent_config(tmp_path: Path) -> None:
+    config = tournament_config(pool_size=1, budget_env_steps=2 * ROUND_ENV_STEPS)
+    Tournament(config, tmp_path, make_agent, TINY_PPO, make_env, Validation())
+    other = dataclasses.replace(TINY_PPO, learning_rate=1e-4)
+    with pytest.raises(TournamentError, match="base_agent_config differs"):
+        Tournament.resume(tmp_path, make_agent, other, make_env, Validation())
+    Tournament.resume(tmp_path, make_agent, TINY_PPO, make_env, Validation())
+
+
 def test_a_non_finite_score_counts_as_a_crash(tmp_path: Path) -> None:
     config = tournament_config(pool_size=1, max_consecutive_crashes=1)
     tournament = Tournament(config, tmp_path, make_agent, TINY_PPO, make_env, _FlakyEvaluate(set(), math.nan))

@@ -520,11 +520,7 @@ class PPOAgent:
         advantages = rollout.advantages.flatten()
         returns = rollout.returns.flatten()
         batch = obs.shape[0]
-        if batch < MIN_MINIBATCH_SIZE * cfg.num_minibatches:
-            raise AgentError(
-                f"a round of {batch} transitions cannot fill {cfg.num_minibatches} minibatches of at least "
-                f"{MIN_MINIBATCH_SIZE}; raise rollout_steps or num_envs, or lower num_minibatches"
-            )
+        _check_round_size(batch, cfg.num_minibatches)
 
         sums = torch.zeros(5, device=self.device)  # policy loss, value loss, approx_kl, clip_frac, count
         epochs_run = 0
@@ -594,6 +590,8 @@ class PPOAgent:
             The round's env steps, wall seconds and metrics (one host sync, at the end).
         """
         start = time.perf_counter()
+        # Refused before any env step or statistics update, not after a wasted collection.
+        _check_round_size(self.config.rollout_steps * env.num_envs, self.config.num_minibatches)
         rollout, collect_metrics = self.collect(env)
         learn_metrics = self.learn(rollout)
         names = [*collect_metrics, *learn_metrics]
@@ -718,6 +716,14 @@ class PPOAgent:
         rollout = per_row * transitions
         learning = (3 * per_row - first) * transitions * self.config.update_epochs
         return rollout + learning
+
+
+def _check_round_size(batch: int, num_minibatches: int) -> None:
+    if batch < MIN_MINIBATCH_SIZE * num_minibatches:
+        raise AgentError(
+            f"a round of {batch} transitions cannot fill {num_minibatches} minibatches of at least "
+            f"{MIN_MINIBATCH_SIZE}; raise rollout_steps or num_envs, or lower num_minibatches"
+        )
 
 
 def _check_format(state: Mapping[str, Any]) -> None:

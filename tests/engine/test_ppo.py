@@ -154,6 +154,7 @@ def test_a_round_too_small_for_the_minibatches_is_refused() -> None:
     agent = toy_agent(dataclasses.replace(SMALL, rollout_steps=1, num_minibatches=4))
     with pytest.raises(AgentError, match="a round of 4 transitions cannot fill 4 minibatches of at least 2"):
         agent.train_round(toy_env(num_envs=4))
+    assert float(agent.obs_stats.count) == 0.0  # refused before it stepped the env or merged statistics
 
 
 def test_target_kl_stops_epochs_early() -> None:

@@ -5,8 +5,9 @@ scratch with the base hyper-parameters. Otherwise it starts from a leaderboard e
 rank-softmax, ``P(rank r) ∝ exp(-r / temperature)`` with rank 0 the best (ranks, not raw scores, so
 the choice does not depend on the score's scale), and inherits that entry's weights and
 hyper-parameters with each ``PERTURBABLE`` field multiplied by a factor drawn log-uniformly from
-``[1 / (1 + perturb_scale), 1 + perturb_scale]`` and clamped to the field's bounds (a field at 0
-stays at 0 unless its lower bound is above 0, where the clamp lifts it).
+``[1 / (1 + perturb_scale), 1 + perturb_scale]`` and clamped to the field's bounds, widened to
+include the inherited value (a value the user set outside the bounds is never pulled in to them
+unasked; a field at 0 stays at 0 unless its lower bound is above 0, where the clamp lifts it).
 
 Every random draw comes from the generator passed in, in a fixed order, so one seed gives one
 sequence of pods.
@@ -45,15 +46,17 @@ def perturb_config(config: Any, perturb_scale: float, rng: np.random.Generator) 
         rng: the source of the factors, drawn in sorted field-name order.
 
     Returns:
-        The perturbed config; each perturbed value lies within its field's ``(min, max)``.
+        The perturbed config; each perturbed value lies within its field's ``(min, max)`` widened to
+        include the field's value in ``config``.
     """
     bounds = check_agent_config(config)
     half_width = math.log1p(perturb_scale)
     changes: dict[str, float] = {}
     for name in sorted(bounds):
-        low, high = bounds[name]
+        value = getattr(config, name)
+        low, high = min(bounds[name][0], value), max(bounds[name][1], value)
         factor = math.exp(rng.uniform(-half_width, half_width))
-        changes[name] = min(max(getattr(config, name) * factor, low), high)
+        changes[name] = min(max(value * factor, low), high)
     return dataclasses.replace(config, **changes)
 
 

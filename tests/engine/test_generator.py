@@ -100,6 +100,15 @@ def test_perturbation_clamps_to_the_bounds() -> None:
     assert any(c.gamma < 0.9999 for c in children)
 
 
+def test_a_value_set_outside_the_bounds_is_not_pulled_in_to_them() -> None:
+    outside = dataclasses.replace(TINY_PPO, learning_rate=1e-2, gamma=0.85)  # bounds 3e-3 and 0.9 above/below
+    assert perturb_config(outside, 0.0, np.random.default_rng(7)) == outside
+    children = [perturb_config(outside, 0.25, np.random.default_rng(seed)) for seed in range(200)]
+    assert max(c.learning_rate for c in children) == 1e-2
+    assert any(3e-3 < c.learning_rate < 1e-2 for c in children)
+    assert min(c.gamma for c in children) == 0.85
+
+
 def test_zero_scale_changes_nothing_and_draws_are_seeded() -> None:
     assert perturb_config(TINY_PPO, 0.0, np.random.default_rng(5)) == TINY_PPO
     first = perturb_config(TINY_PPO, 0.5, np.random.default_rng(6))

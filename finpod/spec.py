@@ -59,6 +59,25 @@ class SyntheticSpec(_Model):
         examples=["2016-01-04"],
     )
     seed: int = Field(0, ge=0, description="seed of the generator (same seed, same market)", examples=[0])
+    signal: Literal["none", "reversal", "momentum"] = Field(
+        "none",
+        description='planted observable signal: "none", "reversal" or "momentum" (finpod.data.synth)',
+        examples=["reversal"],
+    )
+    signal_strength: float = Field(
+        0.0,
+        ge=0.0,
+        le=0.9,
+        description="|AR(1) coefficient| of cross-sectionally demeaned bar returns (0 = no signal)",
+        examples=[0.1],
+    )
+    alpha_annual: float = Field(
+        0.10,
+        gt=-1.0,
+        lt=1.0,
+        description="drift alpha of symbols 0 mod 4 (drag of 1 mod 4), log a year; 0 = off",
+        examples=[0.1],
+    )
 
 
 class DataSpec(_Model):

@@ -23,7 +23,7 @@ from finpod.data.dataset_info import DatasetInfo, dataset_info
 from finpod.data.importers import import_paths
 from finpod.data.schema import FREQUENCIES
 from finpod.data.store import Manifest
-from finpod.data.synth import DEFAULT_START, write_synth_dataset
+from finpod.data.synth import ALPHA_ANNUAL, DEFAULT_START, SIGNAL_KINDS, SignalSpec, write_synth_dataset
 from finpod.errors import SpecError
 
 app = typer.Typer(no_args_is_help=True)
@@ -83,10 +83,30 @@ def synth(
     freq: Annotated[str, typer.Option("--freq", help="1min or 1d.")],
     seed: Annotated[int, typer.Option("--seed", help="Random seed; same seed, same bars.")],
     start: Annotated[str, typer.Option("--start", help="First calendar date (YYYY-MM-DD).")] = DEFAULT_START,
+    signal: Annotated[
+        str, typer.Option("--signal", help=f"Planted observable signal: {', '.join(SIGNAL_KINDS)}.")
+    ] = "none",
+    signal_strength: Annotated[
+        float,
+        typer.Option("--signal-strength", help="|AR(1) coefficient| of demeaned bar returns, e.g. 0.1."),
+    ] = 0.0,
+    alpha_annual: Annotated[
+        float, typer.Option("--alpha-annual", help="Drift alpha of names 0 mod 4, log a year (0 = off).")
+    ] = ALPHA_ANNUAL,
 ) -> None:
-    """Write the seeded synthetic market (documented weak alpha: see finpod.data.synth)."""
+    """Write the seeded synthetic market (drift alpha and planted signal: see finpod.data.synth)."""
     first = _date(start, "--start")
-    manifest = write_synth_dataset(out, symbols, days, _frequency(freq, "--freq"), seed, first.isoformat())
+    planted = SignalSpec(signal, signal_strength)  # type: ignore[arg-type]  # checked in __post_init__
+    manifest = write_synth_dataset(
+        out,
+        symbols,
+        days,
+        _frequency(freq, "--freq"),
+        seed,
+        first.isoformat(),
+        signal=planted,
+        alpha_annual=alpha_annual,
+    )
     _print_manifest(manifest, out)
 
 

@@ -1,6 +1,6 @@
 """A seeded synthetic stock market on real XNAS sessions: the default data users see first.
 
-``synth_market(n_symbols, n_days, freq, seed)`` returns bars in the bar schema for tickers
+``synth_market(n_symbols, n_days, freq, seed, signal=...)`` returns bars in the bar schema for tickers
 ``SYN000``, ``SYN001``, ... on the first ``n_days`` XNAS sessions from ``start`` (half days have 210
 minutes), at ``1min`` (regular hours) or ``1d``. Same arguments -> identical bars.
 
@@ -24,15 +24,34 @@ The model, per symbol ``m``, session ``d`` and bar ``k`` (all returns are log re
   positive intrabar excursion, so ``low <= open, close <= high`` and prices stay > 0; volume rises with
   the bar's absolute return.
 
-**The signal (weak, documented, exploitable).** Every symbol drifts at ``MARKET_DRIFT_ANNUAL`` a year
-(log), plus a persistent cross-sectional alpha: symbols whose number is ``0 mod 4`` (``SYN000``,
-``SYN004``, ...; see :func:`alpha_symbols`) carry ``+ALPHA_ANNUAL`` (+10 % a year), symbols ``1 mod 4``
-(:func:`drag_symbols`) carry ``-ALPHA_ANNUAL``, the rest none. The alpha is small next to the
-idiosyncratic noise (20 % a year), so any one name is a coin flip over a few months, but a long-only
-basket of the alpha names beats the equal-weight market over years, net of a 0.2 % one-off cost,
-(tested in ``tests/data/test_synth.py`` on five seeds). With 40 symbols over five years the
-long-short (alpha minus drag names) Sharpe ratio measured 0.4 to 1.6 across seeds; it grows with
-the number of names. Nothing else is predictable: an agent that finds edge beyond this is overfitting.
+**The drift alpha (weak, documented, not observable).** Every symbol drifts at
+``MARKET_DRIFT_ANNUAL`` a year (log), plus a persistent cross-sectional alpha: symbols whose number is
+``0 mod 4`` (``SYN000``, ``SYN004``, ...; see :func:`alpha_symbols`) carry ``+alpha_annual`` (default
+``ALPHA_ANNUAL``, +10 % a year), symbols ``1 mod 4`` (:func:`drag_symbols`) carry ``-alpha_annual``, the
+rest none. The alpha is small next to the idiosyncratic noise (20 % a year), so any one name is a coin
+flip over a few months, but a long-only basket of the alpha names beats the equal-weight market over
+years, net of a 0.2 % one-off cost (tested in ``tests/data/test_synth.py`` on five seeds). With 40
+symbols over five years the long-short (alpha minus drag names) Sharpe ratio measured 0.4 to 1.6
+across seeds. An agent's observation carries no ticker identity, so this edge is invisible to a
+policy that treats assets alike; ``alpha_annual = 0`` switches it off.
+
+**The planted signal (observable, stationary, of known strength).** ``signal`` is a
+:class:`SignalSpec` ``(kind, strength)``. With ``kind = "none"`` (or ``strength = 0``) nothing is added
+and the bars are identical to a market generated without it. Otherwise, with ``rho = +strength``
+(``"momentum"``) or ``-strength`` (``"reversal"``), the open-to-close log return of every bar ``t + 1``
+gets the term ``rho * d[t, m]``, where ``d[t, m] = s[t, m] - mean_j s[t, j]`` is symbol ``m``'s
+close-to-close log return of bar ``t`` (gap included, planted term included) minus the cross-sectional
+mean of that bar. So ``d`` follows a stationary AR(1), ``d[t + 1] = rho d[t] + (base shocks, demeaned)``,
+its variance inflated by ``1 / (1 - rho^2)``; the market and sector moves are untouched (the planted
+terms sum to zero across symbols). The term sits in the bar's open-to-close part (not in an overnight
+gap), so an order decided at bar ``t``'s close and filled at ``t + 1``'s open earns it in full.
+
+The predictor is a causal function of the observation: ``d[t]`` is the feature ``logret_1`` at bar
+``t`` minus its cross-sectional mean (train normalisation is one affine map per feature, shared by all
+symbols, so the normalised feature's deviation from its cross-sectional mean is ``d`` up to a positive
+scale, clipping aside). ``finpod.oracle`` trades on exactly this with the true ``rho``. The same
+definition holds at ``1d`` and ``1min`` (at ``1min``, bar ``t + 1`` of a session's first minute follows
+the previous session's last minute, gap included in ``d``).
 """
 
 from __future__ import annotations
@@ -40,7 +59,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -80,8 +99,46 @@ VOLUME_RESPONSE_TO_MOVE: Final[float] = 0.5
 """Volume multiplier per unit of |bar return| / bar volatility."""
 SYMBOL_PREFIX: Final[str] = "SYN"
 DEFAULT_START: Final[str] = "2016-01-04"
+MAX_SIGNAL_STRENGTH: Final[float] = 0.9
+"""The planted AR(1) coefficient must stay below 1 in magnitude (stationarity); 0.9 is the cap."""
+SignalKind = Literal["none", "reversal", "momentum"]
+SIGNAL_KINDS: Final[tuple[str, ...]] = get_args(SignalKind)
 _CHUNK_BARS_PER_SYMBOL: Final[int] = 390 * 20
 """Bars per symbol generated at once (about 20 minute sessions), to bound temporary memory."""
+
+
+@dataclass(frozen=True)
+class SignalSpec:
+    """The planted, observable signal (see the module docstring for the model).
+
+    Attributes:
+        kind: ``"none"``, ``"reversal"`` (``rho = -strength``) or ``"momentum"`` (``rho = +strength``).
+        strength: ``|rho|``, the lag-1 autocorrelation coefficient of the cross-sectionally demeaned
+            bar return, in ``[0, MAX_SIGNAL_STRENGTH]``.
+    """
+
+    kind: SignalKind = "none"
+    strength: float = 0.0
+
+    def __post_init__(self) -> None:
+        """Reject an unknown kind or a strength outside ``[0, MAX_SIGNAL_STRENGTH]`` (one line, the fix)."""
+        if self.kind not in SIGNAL_KINDS:
+            raise SpecError(f"--signal {self.kind!r}: pick one of {', '.join(SIGNAL_KINDS)}")
+        if not (math.isfinite(self.strength) and 0.0 <= self.strength <= MAX_SIGNAL_STRENGTH):
+            raise SpecError(
+                f"--signal-strength {self.strength}: must be in [0, {MAX_SIGNAL_STRENGTH}] "
+                "(the AR(1) coefficient of demeaned bar returns), e.g. 0.1"
+            )
+
+    @property
+    def rho(self) -> float:
+        """The signed coefficient: ``-strength`` (reversal), ``+strength`` (momentum), 0 (none)."""
+        if self.kind == "none":
+            return 0.0
+        return -self.strength if self.kind == "reversal" else self.strength
+
+
+NO_SIGNAL: Final[SignalSpec] = SignalSpec()
 
 
 @dataclass(frozen=True)
@@ -112,10 +169,10 @@ def drag_symbols(n_symbols: int) -> list[str]:
     return symbol_names(n_symbols)[1::ALPHA_EVERY]
 
 
-def _universe(n_symbols: int, rng: np.random.Generator) -> _Universe:
+def _universe(n_symbols: int, rng: np.random.Generator, alpha_annual: float) -> _Universe:
     index = np.arange(n_symbols)
-    alpha = np.where(index % ALPHA_EVERY == 0, ALPHA_ANNUAL, 0.0)
-    alpha = np.where(index % ALPHA_EVERY == 1, -ALPHA_ANNUAL, alpha)
+    alpha = np.where(index % ALPHA_EVERY == 0, alpha_annual, 0.0)
+    alpha = np.where(index % ALPHA_EVERY == 1, -alpha_annual, alpha)
     low_shares, high_shares = SHARES_PER_SESSION_RANGE
     return _Universe(
         beta=rng.uniform(*BETA_RANGE, n_symbols),
@@ -159,9 +216,13 @@ def _total_vol_annual(universe: _Universe) -> np.ndarray:
 class _Generator:
     """Generates the market session chunk by session chunk, carrying GARCH and price state."""
 
-    def __init__(self, n_symbols: int, bars_per_session: np.ndarray, seed: int) -> None:
+    def __init__(
+        self, n_symbols: int, bars_per_session: np.ndarray, seed: int, rho: float, alpha_annual: float
+    ) -> None:
         self.rng = np.random.default_rng(seed)
-        self.universe = _universe(n_symbols, self.rng)
+        self.universe = _universe(n_symbols, self.rng, alpha_annual)
+        self.rho = rho
+        self.last_demeaned = np.zeros(n_symbols)
         self.vol_annual = _total_vol_annual(self.universe)
         self.bars_per_session = bars_per_session
         self.h = np.ones(n_symbols)
@@ -197,6 +258,10 @@ class _Generator:
         gap_returns = gaps * vol_mult
         step = returns.copy()
         step[bar_start] += gap_returns
+        if self.rho != 0.0:
+            planted = self._planted(step)
+            returns += planted
+            step += planted
         close_log = self.last_close_log + np.cumsum(step, axis=0)
         open_log = close_log - returns
         self.last_close_log = close_log[-1].copy()
@@ -212,6 +277,22 @@ class _Generator:
         move = 1.0 + VOLUME_RESPONSE_TO_MOVE * np.abs(returns) / bar_vol
         volume = np.round(shares * noise * move)
         return np.exp(open_log), np.exp(high_log), np.exp(low_log), np.exp(close_log), volume
+
+    def _planted(self, step: np.ndarray) -> np.ndarray:
+        """The planted terms ``(B, M)`` for base close-to-close returns ``step`` ``(B, M)``.
+
+        ``planted[k] = rho * d[k - 1]`` with ``d[k] = demeaned(step[k]) + planted[k]`` (the planted
+        terms have zero cross-sectional mean), carried across chunks in ``last_demeaned``. A loop
+        over bars of ``(M,)`` vector operations: cheap next to the rest of the generator.
+        """
+        base = step - step.mean(axis=1, keepdims=True)
+        planted = np.empty_like(step)
+        previous = self.last_demeaned
+        for k in range(step.shape[0]):
+            planted[k] = self.rho * previous
+            previous = base[k] + planted[k]
+        self.last_demeaned = previous.copy()
+        return planted
 
 
 def _check_arguments(n_symbols: int, n_days: int, freq: str) -> None:
@@ -236,8 +317,11 @@ def synth_market(
     freq: Literal["1min", "1d"],
     seed: int,
     start: str = DEFAULT_START,
+    *,
+    signal: SignalSpec = NO_SIGNAL,
+    alpha_annual: float = ALPHA_ANNUAL,
 ) -> pd.DataFrame:
-    """Generate the synthetic market (see the module docstring for the model and its signal).
+    """Generate the synthetic market (see the module docstring for the model and its signals).
 
     Args:
         n_symbols: number of symbols ``M`` (``SYN000``...).
@@ -245,6 +329,9 @@ def synth_market(
         freq: ``"1min"`` (regular-hours minutes; 390 a full day, 210 a half day) or ``"1d"``.
         seed: random seed; the same arguments give identical bars.
         start: first calendar date (the first session is on or after it).
+        signal: the planted observable signal (default none).
+        alpha_annual: the drift alpha of the ``0 mod 4`` names (and drag of the ``1 mod 4`` names),
+            log return a year; 0 switches it off. The random draws do not depend on it or on ``signal``.
 
     Returns:
         Bar-schema frame sorted by symbol then timestamp, ``M x bars`` rows (prices USD, volume shares).
@@ -254,6 +341,8 @@ def synth_market(
         DataError: the sessions run past what the XNAS calendar knows.
     """
     _check_arguments(n_symbols, n_days, freq)
+    if not (math.isfinite(alpha_annual) and abs(alpha_annual) < 1.0):
+        raise SpecError(f"alpha_annual {alpha_annual}: must be a log drift a year in (-1, 1), e.g. 0.1")
     grid = sessions_from(pd.Timestamp(start), n_days)
     if freq == "1d":
         counts = np.ones(n_days, dtype=np.int64)
@@ -264,7 +353,7 @@ def synth_market(
         minute = np.arange(int(counts.sum())) - np.repeat(first_bar, counts)
         stamps = np.repeat(grid.session_open_ns, counts) + minute * NS_PER_MINUTE
     n_bars = int(counts.sum())
-    generator = _Generator(n_symbols, counts, seed)
+    generator = _Generator(n_symbols, counts, seed, signal.rho, alpha_annual)
     columns = {name: np.empty((n_symbols, n_bars)) for name in ("open", "high", "low", "close", "volume")}
     sessions_per_chunk = max(1, _CHUNK_BARS_PER_SYMBOL // int(counts.max()))
     for first in range(0, n_days, sessions_per_chunk):
@@ -291,6 +380,9 @@ def write_synth_dataset(
     freq: Literal["1min", "1d"],
     seed: int,
     start: str = DEFAULT_START,
+    *,
+    signal: SignalSpec = NO_SIGNAL,
+    alpha_annual: float = ALPHA_ANNUAL,
 ) -> Manifest:
     """Generate the synthetic market and write it as a dataset folder (see :func:`synth_market`).
 
@@ -301,17 +393,20 @@ def write_synth_dataset(
         freq: ``"1min"`` or ``"1d"``.
         seed: random seed.
         start: first calendar date.
+        signal: the planted observable signal.
+        alpha_annual: drift alpha of the ``0 mod 4`` names (log a year; 0 = off).
 
     Returns:
-        The manifest; its notes name the seed and the alpha/drag symbols.
+        The manifest; its notes name the seed, the alpha/drag symbols and the planted signal.
     """
-    bars = synth_market(n_symbols, n_days, freq, seed, start)
+    bars = synth_market(n_symbols, n_days, freq, seed, start, signal=signal, alpha_annual=alpha_annual)
     report = validate_bars(bars, f"synthetic market seed {seed}")
     alpha, drag = alpha_symbols(n_symbols), drag_symbols(n_symbols)
     notes = [
         f"synthetic market: seed {seed}, {n_symbols} symbols, {n_days} sessions from {start}, {freq}",
-        f"signal: {', '.join(alpha)} drift +{ALPHA_ANNUAL:.0%} a year (log) above the market",
-        f"signal: {', '.join(drag) or 'none'} drift -{ALPHA_ANNUAL:.0%} a year (log) below the market",
+        f"drift alpha: {', '.join(alpha)} +{alpha_annual:.0%} a year (log) above the market",
+        f"drift alpha: {', '.join(drag) or 'none'} -{alpha_annual:.0%} a year (log) below the market",
+        f"planted signal: {signal.kind}, rho = {signal.rho:+g} (AR(1) of demeaned bar returns)",
     ]
     return write_dataset(
         bars,

@@ -18,7 +18,7 @@ import torch
 from finpod.data.panel import Panel
 from finpod.data.panel_builder import build_panel
 from finpod.data.store import read_dataset, write_dataset
-from finpod.data.synth import synth_market
+from finpod.data.synth import SignalSpec, synth_market
 from finpod.data.universe import ever_members
 from finpod.errors import DataError
 from finpod.spec import REPO_ROOT, Spec
@@ -48,6 +48,8 @@ def dataset_for(spec: Spec, data_root: Path) -> Path:
             freq=spec.frequency,
             seed=synth.seed,
             start=synth.start_date.isoformat(),
+            signal=SignalSpec(synth.signal, synth.signal_strength),
+            alpha_annual=synth.alpha_annual,
         )
         write_dataset(
             bars,

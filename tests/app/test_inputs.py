@@ -85,3 +85,14 @@ def test_synthetic_dataset_folder_is_absolute(tmp_path: Path, monkeypatch: pytes
     assert folder.is_absolute()
     assert folder.parent == tmp_path.resolve() / "cache"
     assert folder.is_dir()
+
+
+def test_synthetic_spec_plants_its_signal(tmp_path: Path) -> None:
+    """The spec's signal reaches the generator: another signal, another cached market."""
+    raw = {"name": "synth", "frequency": "1d", "segments": SEGMENTS}
+    plain = finpod.Spec.from_dict({**raw, "data": {"synthetic": {"n_symbols": 4, "n_days": 20}}})
+    planted = plain.with_(data={"synthetic": {"signal": "reversal", "signal_strength": 0.3}})
+    first, second = dataset_for(plain, tmp_path), dataset_for(planted, tmp_path)
+    assert first != second
+    closes = [pd.read_parquet(f / "bars.parquet")["close"].to_numpy() for f in (first, second)]
+    assert not (closes[0] == closes[1]).all()

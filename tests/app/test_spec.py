@@ -73,6 +73,8 @@ BAD_FIELDS = [
     ({"tournament": {"budget_env_steps": 0}}, "tournament.budget_env_steps", "fix:"),
     ({"data": {"source": "dataset"}}, "data.path", "data.source"),
     ({"data": {"synthetic": {"n_symbols": 0}}}, "data.synthetic.n_symbols", "fix:"),
+    ({"data": {"synthetic": {"signal": "wave"}}}, "data.synthetic.signal", "reversal"),
+    ({"data": {"synthetic": {"signal_strength": 1.5}}}, "data.synthetic.signal_strength", "fix:"),
     ({"seed": -1}, "seed", "fix:"),
 ]
 

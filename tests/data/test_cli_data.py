@@ -24,6 +24,16 @@ def _one_line_error(result: CliResult, *fragments: str) -> None:
         assert fragment in lines[0]
 
 
+def test_synth_with_a_planted_signal(tmp_path: Path) -> None:
+    made = run_cli(
+        "data", "synth", str(tmp_path / "syn"), "--symbols", "4", "--days", "30", "--freq", "1d",
+        "--seed", "1", "--signal", "reversal", "--signal-strength", "0.2", "--alpha-annual", "0",
+    )  # fmt: skip
+    assert made.exit_code == 0, made.stderr
+    assert "planted signal: reversal, rho = -0.2" in made.stdout
+    assert "drift alpha: SYN000 +0%" in made.stdout
+
+
 def test_synth_then_info_json(tmp_path: Path) -> None:
     out = tmp_path / "syn"
     made = run_cli(
@@ -31,7 +41,8 @@ def test_synth_then_info_json(tmp_path: Path) -> None:
     )
     assert made.exit_code == 0, made.stderr
     assert "wrote" in made.stdout
-    assert "SYN000 drift +10%" in made.stdout
+    assert "drift alpha: SYN000 +10%" in made.stdout
+    assert "planted signal: none" in made.stdout
     info = json.loads(run_cli("data", "info", str(out), "--json").stdout)
     assert info["symbols"] == ["SYN000", "SYN001", "SYN002"]
     assert info["frequency"] == "1min"
@@ -73,6 +84,8 @@ def test_info_counts_filled_bars(tmp_path: Path) -> None:
         (("--freq", "5min"), ("--freq '5min'", "1min, 1d")),
         (("--symbols", "0"), ("--symbols 0",)),
         (("--start", "2016-13-01"), ("--start '2016-13-01' is not a date",)),
+        (("--signal", "wave"), ("--signal 'wave'", "reversal")),
+        (("--signal", "reversal", "--signal-strength", "1.5"), ("--signal-strength 1.5", "[0, 0.9]")),
     ],
 )
 def test_synth_bad_flags(tmp_path: Path, args: tuple[str, ...], fragments: tuple[str, ...]) -> None:

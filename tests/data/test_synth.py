@@ -1,4 +1,4 @@
-"""The synthetic market: deterministic, on the XNAS calendar, stylised facts, and a weak real signal."""
+"""The synthetic market: deterministic, XNAS calendar, stylised facts, drift alpha, planted signal."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from finpod.data import synth
-from finpod.data.synth import alpha_symbols, drag_symbols, synth_market
+from finpod.data.synth import SignalSpec, alpha_symbols, drag_symbols, synth_market
 from finpod.data.validate import validate_bars
 from finpod.errors import SpecError
 
@@ -140,3 +140,80 @@ def test_alpha_and_drag_symbols_are_documented() -> None:
 def test_bad_arguments_are_one_line_errors(n_symbols: int, n_days: int, freq: str, message: str) -> None:
     with pytest.raises(SpecError, match=message):
         synth_market(n_symbols, n_days, freq, seed=0)  # type: ignore[arg-type]
+
+
+def _demeaned_steps(bars: pd.DataFrame) -> np.ndarray:
+    """``(T - 1, M)`` close-to-close log returns minus each bar's cross-sectional mean."""
+    steps = np.log(_closes(bars)).diff().iloc[1:].to_numpy()
+    return steps - steps.mean(axis=1, keepdims=True)
+
+
+def _next_open_to_close_demeaned(bars: pd.DataFrame) -> np.ndarray:
+    """``(T - 2, M)``: bar t+1's demeaned open-to-close log return, aligned with ``_demeaned_steps[t]``."""
+    opens = bars.pivot(index="timestamp", columns="symbol", values="open")
+    body = (np.log(_closes(bars)) - np.log(opens)).to_numpy()[2:]
+    return body - body.mean(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("freq", ["1d", "1min"])
+def test_signal_strength_zero_is_no_signal(freq: str) -> None:
+    plain = synth_market(6, 40 if freq == "1d" else 2, freq, seed=4)  # type: ignore[arg-type]
+    for kind in ("none", "reversal", "momentum"):
+        same = synth_market(6, 40 if freq == "1d" else 2, freq, seed=4, signal=SignalSpec(kind, 0.0))  # type: ignore[arg-type]
+        pd.testing.assert_frame_equal(plain, same)
+    assert SignalSpec("none", 0.5).rho == 0.0
+
+
+@pytest.mark.parametrize(("kind", "sign"), [("reversal", -1.0), ("momentum", 1.0)])
+@pytest.mark.parametrize("freq", ["1d", "1min"])
+def test_planted_signal_predicts_next_bar_from_the_last_return(kind: str, sign: float, freq: str) -> None:
+    """Causal predictability: bar t's demeaned return predicts bar t+1's demeaned open-to-close return."""
+    strength = 0.2
+    days = 1500 if freq == "1d" else 4
+    bars = synth_market(20, days, freq, seed=7, signal=SignalSpec(kind, strength))  # type: ignore[arg-type]
+    d = _demeaned_steps(bars)
+    nxt = _next_open_to_close_demeaned(bars)
+    ic = np.corrcoef(d[:-1].ravel(), nxt.ravel())[0, 1]
+    assert sign * ic > 0.15
+    none = synth_market(20, days, freq, seed=7)  # type: ignore[arg-type]
+    assert (
+        abs(np.corrcoef(_demeaned_steps(none)[:-1].ravel(), _next_open_to_close_demeaned(none).ravel())[0, 1])
+        < 0.03
+    )
+
+
+def test_planted_signal_is_stationary() -> None:
+    """The lag-1 autocorrelation and the variance of demeaned returns are the same in both halves."""
+    bars = synth_market(30, 2000, "1d", seed=8, signal=SignalSpec("reversal", 0.3))
+    d = _demeaned_steps(bars)
+    halves = np.array_split(d, 2)
+    autocorr = [np.corrcoef(h[:-1].ravel(), h[1:].ravel())[0, 1] for h in halves]
+    assert autocorr == pytest.approx([-0.3, -0.3], abs=0.05)
+    variance = [h.var() for h in halves]
+    assert variance[1] == pytest.approx(variance[0], rel=0.25)
+
+
+def test_planted_signal_leaves_the_cross_sectional_mean_alone() -> None:
+    plain = np.log(_closes(synth_market(10, 300, "1d", seed=9))).diff().iloc[1:].mean(axis=1)
+    planted = np.log(_closes(synth_market(10, 300, "1d", seed=9, signal=SignalSpec("momentum", 0.5))))
+    np.testing.assert_allclose(planted.diff().iloc[1:].mean(axis=1), plain, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("kind", "strength", "message"),
+    [
+        ("wave", 0.1, "--signal 'wave'"),
+        ("reversal", 0.95, "--signal-strength 0.95"),
+        ("momentum", -0.1, "-0.1"),
+    ],
+)
+def test_bad_signal_is_a_one_line_error(kind: str, strength: float, message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        SignalSpec(kind, strength)  # type: ignore[arg-type]
+
+
+def test_alpha_annual_zero_switches_the_drift_alpha_off() -> None:
+    closes = _closes(synth_market(8, 30, "1d", seed=1, alpha_annual=0.0))
+    assert closes.shape == (30, 8)
+    with pytest.raises(SpecError, match="alpha_annual"):
+        synth_market(8, 30, "1d", seed=1, alpha_annual=2.0)

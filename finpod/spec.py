@@ -236,6 +236,62 @@ class TournamentSpec(_Model):
         return self
 
 
+class PaperSpec(_Model):
+    """Paper-trading limits (``finpod paper``); the defaults are deliberately small and safe.
+
+    Deployment settings only: they do not change what a run trains, so they are left out of
+    :meth:`Spec.spec_hash` (editing them never starts a new run).
+    """
+
+    trader: Literal["best", "ensemble"] = Field(
+        "best", description='which selected trader to deploy: "best" or "ensemble"', examples=["best"]
+    )
+    max_order_notional_usd: float = Field(
+        10_000.0,
+        gt=0,
+        description="largest notional of one order in USD (larger orders are cut)",
+        examples=[10_000],
+    )
+    max_weight_per_asset: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="largest target weight of one asset (the rest stays cash)",
+        examples=[0.25],
+    )
+    max_orders_per_minute: int = Field(
+        30, ge=1, description="orders sent in any rolling minute (more are held back)", examples=[30]
+    )
+    daily_loss_limit: float = Field(
+        0.02,
+        gt=0,
+        lt=1,
+        description="loss since the session's first equity, as a fraction, that stops trading for the day",
+        examples=[0.02],
+    )
+    on_daily_loss: Literal["halt", "flatten"] = Field(
+        "halt",
+        description='what the daily loss limit does: "halt" (no new orders) or "flatten" (sell all, '
+        "then halt)",
+        examples=["halt"],
+    )
+    stale_after_seconds: float = Field(
+        180.0,
+        gt=0,
+        description="no decision on a bar older than this (stale data: no trading)",
+        examples=[180],
+    )
+    warmup_bars: int = Field(
+        512, ge=64, description="bars of history the online features are computed over", examples=[512]
+    )
+    request_timeout_seconds: float = Field(
+        10.0, gt=0, le=120, description="timeout of every HTTP request to Alpaca, seconds", examples=[10]
+    )
+    cancel_open_on_stop: bool = Field(
+        True, description="the kill switch also cancels open orders", examples=[True]
+    )
+
+
 class Spec(_Model):
     """A strategy: data, universe, segments, env, agent, tournament, seed and device.
 
@@ -273,6 +329,7 @@ class Spec(_Model):
         examples=[{"learning_rate": 3e-4}],
     )
     tournament: TournamentSpec = Field(default_factory=TournamentSpec)  # type: ignore[arg-type]
+    paper: PaperSpec = Field(default_factory=PaperSpec)  # type: ignore[arg-type]
     _source: Path | None = PrivateAttr(None)
 
     @field_validator("universe")
@@ -395,8 +452,12 @@ class Spec(_Model):
         return out
 
     def spec_hash(self) -> str:
-        """Eight hex digits of the resolved spec's sha256 (identifies a spec in run ids)."""
-        text = json.dumps(self.resolved_dict(), sort_keys=True)
+        """Eight hex digits of the resolved spec's sha256 (identifies a spec in run ids).
+
+        The ``[paper]`` section is left out: deployment limits do not change what a run trains.
+        """
+        trained = {k: v for k, v in self.resolved_dict().items() if k != "paper"}
+        text = json.dumps(trained, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:8]
 
     def to_toml(self) -> str:

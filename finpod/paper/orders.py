@@ -1,0 +1,107 @@
+"""Idempotent order submission: write the intent, send once, and after any failure ask before resending.
+
+The rule (no order is ever sent twice): an intent is committed to the journal before its POST; after
+a timeout, a dropped connection, a 429 or a 5xx the order is looked up by its deterministic
+``client_order_id`` before any new POST, and only an order the broker says it never had is sent
+again. A broker that still cannot be reached after the attempts leaves the order ``intent`` in the
+journal; reconciliation resolves it at the next start or reconnect.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from finpod.paper.broker import Broker, BrokerBusy, BrokerOrder, BrokerUnreachable, OrderIntent, OrderRejected
+from finpod.paper.journal import Journal
+
+logger = logging.getLogger("finpod.paper")
+REJECTED: Final[str] = "rejected"
+
+
+@dataclass(frozen=True)
+class SubmitPolicy:
+    """How hard to try one order.
+
+    Attributes:
+        attempts: requests (POSTs and look-ups together) before giving up for now.
+        max_wait_s: longest pause honoured from a ``Retry-After`` header, seconds.
+        unreachable_wait_s: pause after a timeout or dropped connection, seconds.
+    """
+
+    attempts: int = 6
+    max_wait_s: float = 30.0
+    unreachable_wait_s: float = 1.0
+
+
+def place_order(
+    broker: Broker,
+    journal: Journal,
+    intent: OrderIntent,
+    *,
+    policy: SubmitPolicy,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BrokerOrder | None:
+    """Send ``intent`` at most once, whatever fails on the way.
+
+    Args:
+        broker: where to send it.
+        journal: the durable journal (the intent is committed before the POST).
+        intent: the order.
+        policy: attempts and pauses.
+        sleep: pause function (tests pass a fake clock).
+
+    Returns:
+        The broker's order, or ``None`` when it was rejected, was final already, or stays unresolved
+        (the journal says which).
+    """
+    cid = intent.client_order_id
+    fresh = journal.record_intent(intent, dry_run=False)
+    if not fresh:
+        row = journal.order(cid)
+        if row is not None and row.final:
+            return None
+    must_look_up = not fresh
+    for _ in range(policy.attempts):
+        try:
+            if must_look_up:
+                found = broker.order_by_client_id(cid)
+                if found is not None:
+                    journal.acknowledge(found)
+                    journal.event(
+                        "ack", f"{cid} found at the broker after a failed submit", client_order_id=cid
+                    )
+                    return found
+                must_look_up = False
+            order = broker.submit(intent)
+        except BrokerUnreachable as err:
+            journal.event("error", str(err), bar_ns=intent.bar_ns, client_order_id=cid)
+            logger.warning("%s; looking the order up before any retry", err)
+            must_look_up = True
+            sleep(policy.unreachable_wait_s)
+            continue
+        except BrokerBusy as err:
+            journal.event(
+                "error", str(err), bar_ns=intent.bar_ns, client_order_id=cid, retry_after_s=err.retry_after_s
+            )
+            logger.warning("%s; waiting %.1f s", err, err.retry_after_s)
+            must_look_up = True
+            sleep(min(err.retry_after_s, policy.max_wait_s))
+            continue
+        except OrderRejected as err:
+            journal.mark(cid, REJECTED, str(err))
+            journal.event(
+                "rejected", str(err), bar_ns=intent.bar_ns, client_order_id=cid, symbol=intent.symbol
+            )
+            logger.warning("order rejected: %s", err)
+            return None
+        journal.acknowledge(order)
+        journal.event("ack", f"{cid} {order.status}", bar_ns=intent.bar_ns, client_order_id=cid)
+        return order
+    message = f"{cid}: broker unreachable after {policy.attempts} tries; left unresolved for reconciliation"
+    journal.event("error", message, bar_ns=intent.bar_ns, client_order_id=cid)
+    logger.error(message)
+    return None

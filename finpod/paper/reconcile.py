@@ -1,0 +1,100 @@
+"""Reconciliation: make the journal agree with the broker (the source of truth) before any new order.
+
+Run at start and after every reconnect. Steps: every journaled order that could still fill is looked
+up by its client id (an intent the broker never received becomes ``not_sent``; fills the journal
+missed, e.g. after a kill between submit and acknowledgement, are recorded); on a journal's first
+start the account's positions are adopted as its baseline; then the broker's open orders and
+positions are compared with the journal. Whatever cannot be explained (an open order this trader did
+not place, a position that differs: a manual trade) is a problem, and trading stops with a message
+naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from finpod.paper.broker import Broker
+from finpod.paper.journal import INTENT, Journal
+
+NOT_SENT: Final[str] = "not_sent"
+POSITION_TOLERANCE_SHARES: Final[float] = 1e-6
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """What reconciliation found.
+
+    Attributes:
+        problems: one line per unexplained difference (empty: safe to trade).
+        resolved: journaled orders whose state was updated from the broker.
+        not_sent: intents the broker never received.
+        baseline_adopted: this was the journal's first start and the account's positions were adopted.
+    """
+
+    problems: list[str] = field(default_factory=list)
+    resolved: int = 0
+    not_sent: int = 0
+    baseline_adopted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """No unexplained difference."""
+        return not self.problems
+
+
+def reconcile(broker: Broker, journal: Journal) -> Reconciliation:
+    """Bring ``journal`` up to date with ``broker`` and list what does not agree.
+
+    Raises:
+        BrokerUnreachable, BrokerBusy: the broker could not be asked (nothing is decided then).
+    """
+    resolved = not_sent = 0
+    problems: list[str] = []
+    for row in journal.pending_orders():
+        found = broker.order_by_client_id(row.client_order_id)
+        if found is None:
+            if row.status == INTENT:
+                journal.mark(row.client_order_id, NOT_SENT, "the broker never received it")
+                not_sent += 1
+            else:
+                problems.append(
+                    f"order {row.client_order_id} ({row.side} {row.qty:g} {row.symbol}) was acknowledged "
+                    "but the broker no longer knows it"
+                )
+            continue
+        journal.acknowledge(found)
+        resolved += 1
+    ours = {o.client_order_id for o in journal.orders()}
+    for order in broker.open_orders():
+        if order.client_order_id not in ours:
+            problems.append(
+                f"open order {order.client_order_id} ({order.side} {order.qty:g} {order.symbol}) was not "
+                "placed by this trader"
+            )
+    held = broker.positions()
+    traded = journal.positions()  # before a baseline exists: the journal's own fills only
+    baseline = {s: held.get(s, 0.0) - traded.get(s, 0.0) for s in set(held) | set(traded)}
+    adopted = (
+        journal.set_baseline({s: q for s, q in baseline.items() if abs(q) > POSITION_TOLERANCE_SHARES})
+        if journal.meta("baseline_set") is None
+        else False
+    )
+    if adopted:
+        journal.event(
+            "reconcile", "first start: the account's positions are adopted as the baseline", positions=held
+        )
+    mine = journal.positions()
+    for symbol in sorted(set(held) | set(mine)):
+        broker_qty, journal_qty = held.get(symbol, 0.0), mine.get(symbol, 0.0)
+        if abs(broker_qty - journal_qty) > POSITION_TOLERANCE_SHARES:
+            problems.append(
+                f"{symbol}: the broker holds {broker_qty:g} shares, the journal expects {journal_qty:g} "
+                "(a trade outside this trader?)"
+            )
+    result = Reconciliation(problems, resolved, not_sent, adopted)
+    if result.ok:
+        journal.event("reconcile", f"ok: {resolved} order(s) updated, {not_sent} never sent", positions=held)
+    else:
+        journal.event("halt", "reconciliation failed: " + "; ".join(problems), problems=problems)
+    return result

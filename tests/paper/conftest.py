@@ -1,0 +1,39 @@
+"""Fixtures of the paper-trading tests: the fake Alpaca broker and a journal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from finpod.paper.alpaca_broker import AlpacaBroker
+from finpod.paper.journal import Journal
+from finpod.paper.keys import AlpacaKeys, Redactor
+from tests.fakes.alpaca_trading import FakeTradingServer
+
+KEY_ID, SECRET = "PKTESTKEYID123", "test-secret-value-456"
+TIMEOUT_S = 0.5
+
+
+@pytest.fixture
+def server() -> Iterator[FakeTradingServer]:
+    """A fake paper broker with 100k USD and prices for AAA and BBB."""
+    with FakeTradingServer(key_id=KEY_ID, secret_key=SECRET) as fake:
+        fake.set_price("AAA", 50.0)
+        fake.set_price("BBB", 20.0)
+        yield fake
+
+
+@pytest.fixture
+def broker(server: FakeTradingServer) -> AlpacaBroker:
+    """The real alpaca-py client against the fake, with a short timeout."""
+    keys = AlpacaKeys(KEY_ID, SECRET)
+    return AlpacaBroker(keys, url=server.url, timeout_s=TIMEOUT_S, redact=Redactor([KEY_ID, SECRET]))
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Iterator[Journal]:
+    """A fresh journal file."""
+    with Journal.open(tmp_path / "journal.sqlite") as j:
+        yield j

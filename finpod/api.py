@@ -23,12 +23,13 @@ from rich.console import Console
 
 from finpod.data.store import Manifest, read_dataset
 from finpod.errors import SpecError
+from finpod.paths import from_cwd
 from finpod.pipeline.main import RunResult, leaderboard_records
 from finpod.pipeline.main import run as _run_pipeline
 from finpod.pipeline.rundir import RunDir
 from finpod.report.artifacts import read_segment
 from finpod.report.writer import HTML_FILE, METRICS_FILE, VALIDATION_DIR
-from finpod.spec import REPO_ROOT, Spec
+from finpod.spec import Spec
 from podracer import Leaderboard
 from podracer.orchestrator import LEADERBOARD_DIR
 
@@ -38,10 +39,9 @@ __all__ = ["RunResult", "Spec", "load_dataset", "load_run", "run"]
 def load_dataset(path: str | Path) -> tuple[pd.DataFrame, Manifest]:
     """Bars (bar schema: timestamp UTC, symbol, OHLCV) and manifest of a dataset folder.
 
-    A relative ``path`` is taken from the repository root, not the working directory.
+    A relative ``path`` is taken from the current folder.
     """
-    folder = Path(path).expanduser()
-    return read_dataset(folder if folder.is_absolute() else REPO_ROOT / folder)
+    return read_dataset(from_cwd(path))
 
 
 def run(
@@ -56,9 +56,10 @@ def run(
 
     Args:
         spec: a :class:`Spec` or the path of a spec file.
-        out: folder that receives ``<run_id>/`` (default: the repository's ``reports/``).
+        out: folder that receives ``<run_id>/`` (default: ``./reports``, or ``$FINPOD_HOME/reports``).
         resume: continue the newest unfinished run of this exact spec under ``out``.
-        data_root: where a synthetic spec's generated dataset is cached (default: ``data/``).
+        data_root: where a synthetic spec's generated dataset is cached (default: ``./data``, or
+            ``$FINPOD_HOME/data``).
         quiet: print nothing (no progress bar, no summary table).
     """
     resolved = spec if isinstance(spec, Spec) else Spec.from_toml(spec)

@@ -5,8 +5,8 @@ here (documented on its field), and every mistake becomes ONE line naming the fi
 fix, e.g. ``strategies/x.toml: env.fee_rate: must be >= 0 (got -0.1); fix: fee per trade as a
 fraction of traded notional, e.g. 0.002``.
 
-Paths inside a spec (``data.path``) are resolved against the spec file's folder first, then the
-repository root; never against the working directory.
+A relative path inside a spec file (``data.path``) is resolved against that file's folder, so a spec
+runs the same from any working folder; a spec built in code resolves it against the current folder.
 """
 
 from __future__ import annotations
@@ -35,9 +35,6 @@ from pydantic import (
 
 from finpod.errors import SpecError
 from podracer.ppo import PPOConfig
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-"""The checkout (or install prefix) finpod runs from: where ``data/`` and ``reports/`` live."""
 
 DateRange = tuple[dt.date, dt.date]
 
@@ -90,8 +87,8 @@ class DataSpec(_Model):
     )
     path: str | None = Field(
         None,
-        description="dataset folder, relative to the spec file or the repository root (source=dataset)",
-        examples=["data/nasdaq100_1min"],
+        description="dataset folder, relative to the spec file's folder (source=dataset)",
+        examples=["../data/nasdaq100_1min"],
     )
     synthetic: SyntheticSpec = Field(default_factory=SyntheticSpec)  # type: ignore[arg-type]
 
@@ -399,10 +396,10 @@ class Spec(_Model):
         return self._source
 
     def dataset_path(self, *, must_exist: bool = True) -> Path:
-        """The dataset folder for ``data.source = "dataset"``, resolved (and checked).
+        """The dataset folder for ``data.source = "dataset"``, absolute (and checked).
 
-        Tried in order: an absolute path; relative to the spec file's folder; relative to the repo.
-        With ``must_exist=False`` a missing folder resolves to the last candidate (the repo's).
+        A relative ``data.path`` is taken from the spec file's folder (from the current folder for a
+        spec built in code), never from where finpod is installed.
 
         Raises:
             SpecError: not a dataset spec, or (``must_exist``) the folder does not exist.
@@ -412,18 +409,16 @@ class Spec(_Model):
                 "data.path: this spec uses the synthetic market; fix: set data.source = 'dataset'"
             )
         given = Path(self.data.path).expanduser()
-        bases = [] if given.is_absolute() else [*([self.source.parent] if self.source else []), REPO_ROOT]
-        candidates = [given] if given.is_absolute() else [base / given for base in bases]
-        for candidate in candidates:
-            if candidate.is_dir():
-                return candidate.resolve()
-        if not must_exist:
-            return candidates[-1].resolve()
-        tried = ", ".join(str(c) for c in candidates)
-        raise SpecError(
-            f"{self._where()}data.path: dataset folder not found (tried {tried}); fix: create it with "
-            "`finpod data import` or `finpod data fetch`, or correct the path"
-        )
+        base = self.source.parent if self.source is not None else Path.cwd()
+        folder = (given if given.is_absolute() else base / given).resolve()
+        if must_exist and not folder.is_dir():
+            relative = "" if given.is_absolute() else f" ({self.data.path!r} from {base})"
+            raise SpecError(
+                f"{self._where()}data.path: dataset folder not found: {folder}{relative}; fix: create it "
+                "with `finpod data import` or `finpod data fetch`, or correct the path (relative to "
+                "the spec file's folder)"
+            )
+        return folder
 
     def resolve_device(self) -> str:
         """``"cpu"`` or ``"cuda"``: ``auto`` picks cuda when torch sees a GPU.

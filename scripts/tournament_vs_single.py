@@ -131,8 +131,8 @@ def finpod_problem(spec_path: Path, seed: int) -> Problem:
     from finpod.backtest.runner import run_policy
     from finpod.data.panel import Panel
     from finpod.env.trading_env import TradingEnv
+    from finpod.paths import default_data_root
     from finpod.pipeline.inputs import (
-        DEFAULT_DATA_ROOT,
         backtest_panel,
         dataset_for,
         load_bars,
@@ -144,7 +144,7 @@ def finpod_problem(spec_path: Path, seed: int) -> Problem:
 
     spec = Spec.from_toml(spec_path)
     device = torch.device(spec.resolve_device())
-    bars = load_bars(dataset_for(spec, DEFAULT_DATA_ROOT))
+    bars = load_bars(dataset_for(spec, default_data_root()))
     symbols = universe_symbols(spec, bars)
     selection = selection_panel(spec, bars, symbols, str(device))
     full = backtest_panel(spec, bars, symbols, str(device))

@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from finpod.cli.output import out_console
 from finpod.errors import SpecError
-
-PIPED_OUTPUT_COLUMNS = 120
-"""Width of the summary table when stdout is not a terminal (a log file, a CI job, a test)."""
 
 
 def _console() -> Console:
-    return Console(width=None if sys.stdout.isatty() else PIPED_OUTPUT_COLUMNS)
+    return out_console()
 
 
 def run_command(
     spec: Annotated[Path, typer.Argument(help="strategy spec, e.g. strategies/demo.toml")],
     out: Annotated[
         Path | None,
-        typer.Option(help="folder that receives <run_id>/ (default: the repository's reports/)"),
+        typer.Option(help="folder that receives <run_id>/ (default: ./reports, or $FINPOD_HOME/reports)"),
     ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="continue the newest unfinished run of this exact spec")

@@ -21,10 +21,8 @@ from finpod.data.store import read_dataset, write_dataset
 from finpod.data.synth import SignalSpec, synth_market
 from finpod.data.universe import ever_members
 from finpod.errors import DataError
-from finpod.spec import REPO_ROOT, Spec
+from finpod.spec import Spec
 
-DEFAULT_DATA_ROOT = REPO_ROOT / "data"
-"""Where generated synthetic datasets are cached (resolved from the package, not the cwd)."""
 SELECTION_SEGMENTS = ("train", "validation")
 
 

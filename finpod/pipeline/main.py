@@ -29,8 +29,8 @@ from finpod.backtest.runner import run_backtest
 from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
+from finpod.paths import default_data_root
 from finpod.pipeline.inputs import (
-    DEFAULT_DATA_ROOT,
     backtest_panel,
     dataset_for,
     late_symbols,
@@ -104,9 +104,10 @@ def run(
 
     Args:
         spec: the strategy.
-        out: folder that receives ``<run_id>/`` (default: the repository's ``reports/``).
+        out: folder that receives ``<run_id>/`` (default: ``./reports``, or ``$FINPOD_HOME/reports``).
         resume: continue the newest unfinished run of this exact spec under ``out``.
-        data_root: where a synthetic spec's generated dataset is cached (default: ``data/``).
+        data_root: where a synthetic spec's generated dataset is cached (default: ``./data``, or
+            ``$FINPOD_HOME/data``).
         console: where progress and the summary go (default: stdout).
 
     Raises:
@@ -120,7 +121,7 @@ def run(
         dataset = Path(run_dir.read_info()["dataset"])
         console.print(f"resuming [bold]{run_dir.run_id}[/]")
     else:
-        dataset = dataset_for(spec, data_root or DEFAULT_DATA_ROOT)
+        dataset = dataset_for(spec, data_root or default_data_root())
         run_dir = create_run_dir(spec, root, _run_info(spec, dataset, device))
         console.print(f"run [bold]{run_dir.run_id}[/] on {device}")
     bars = load_bars(dataset)

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from finpod.errors import SpecError
+from finpod.paths import default_reports_root
 from finpod.report.atomic import write_text_atomic
-from finpod.spec import REPO_ROOT, Spec
+from finpod.spec import Spec
 
-DEFAULT_REPORTS_ROOT = REPO_ROOT / "reports"
-"""Where runs go unless ``--out`` says otherwise (resolved from the package, not the cwd)."""
 RUN_FILE = "run.json"
 SPEC_TOML = "spec.toml"
 SPEC_JSON = "spec.json"
@@ -93,8 +92,8 @@ class RunDir:
 
 
 def reports_root(out: Path | None) -> Path:
-    """``out`` (absolute) or the repository's ``reports/`` folder."""
-    return (out.expanduser().resolve() if out is not None else DEFAULT_REPORTS_ROOT).resolve()
+    """``out`` (absolute), else ``./reports`` (``$FINPOD_HOME/reports`` when that is set)."""
+    return out.expanduser().resolve() if out is not None else default_reports_root()
 
 
 def create_run_dir(spec: Spec, root: Path, run_info: dict[str, Any]) -> RunDir:

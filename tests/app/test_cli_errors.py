@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from clirun import run_cli
-from finpod.spec import REPO_ROOT
+from repo import REPO_ROOT
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_resume_without_an_unfinished_run_is_a_user_error(tmp_path: Path) -> Non
 def test_missing_dataset_exits_2_naming_the_fix(tmp_path: Path) -> None:
     text = (REPO_ROOT / "strategies" / "nasdaq100_daily_pooksoft.toml").read_text()
     spec_file = tmp_path / "pooksoft.toml"
-    spec_file.write_text(text.replace('path = "data/pooksoft_daily"', 'path = "no_such_dataset"'))
+    spec_file.write_text(text.replace('"../data/pooksoft_daily"', '"no_such_dataset"'))
     result = run_cli("run", str(spec_file), "--out", str(tmp_path / "reports"))
     assert result.exit_code == 2
     assert "data.path: dataset folder not found" in result.stderr

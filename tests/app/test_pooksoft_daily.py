@@ -17,7 +17,8 @@ from rich.console import Console
 
 from finpod.data.importers import import_paths
 from finpod.pipeline.main import run
-from finpod.spec import REPO_ROOT, Spec
+from finpod.spec import Spec
+from repo import REPO_ROOT
 
 MIN_MEMBERS_IN_DATA = 90
 """pooksoft holds 104 tickers that were NASDAQ-100 members at some time in 2016-2021."""

@@ -8,7 +8,8 @@ import pytest
 
 from finpod.errors import SpecError
 from finpod.pipeline.rundir import create_run_dir, find_resumable, reports_root
-from finpod.spec import REPO_ROOT, Spec
+from finpod.spec import Spec
+from repo import REPO_ROOT
 
 DEMO = REPO_ROOT / "strategies" / "demo.toml"
 
@@ -32,12 +33,16 @@ def test_run_ids_are_unique_and_resume_picks_the_newest_unfinished(tmp_path: Pat
         find_resumable(spec, tmp_path)
 
 
-def test_reports_root_defaults_to_the_repository_not_the_cwd(
+def test_reports_root_is_the_current_folder_or_finpod_home_never_the_package(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("FINPOD_HOME", raising=False)
     monkeypatch.chdir(tmp_path)
-    assert reports_root(None) == REPO_ROOT / "reports"
-    assert reports_root(Path("out")) == tmp_path / "out"
+    assert reports_root(None) == tmp_path.resolve() / "reports"
+    assert reports_root(Path("out")) == tmp_path.resolve() / "out"
+    monkeypatch.setenv("FINPOD_HOME", str(tmp_path / "home"))
+    assert reports_root(None) == tmp_path.resolve() / "home" / "reports"
+    assert reports_root(Path("out")) == tmp_path.resolve() / "out"
 
 
 def test_run_files_are_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

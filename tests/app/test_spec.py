@@ -10,7 +10,8 @@ import pytest
 
 from finpod.errors import SpecError
 from finpod.pipeline.training import env_config
-from finpod.spec import REPO_ROOT, Spec
+from finpod.spec import Spec
+from repo import REPO_ROOT
 
 STRATEGIES = REPO_ROOT / "strategies"
 DEMO = STRATEGIES / "demo.toml"
@@ -37,7 +38,7 @@ def test_reference_minute_spec_has_the_reference_setup() -> None:
     assert [str(d) for d in spec.segments.validation] == ["2019-11-26", "2020-05-25"]
     assert [str(d) for d in spec.segments.backtest] == ["2020-05-26", "2021-05-26"]
     resolved = spec.resolved_dict()
-    assert resolved["data"]["path"] == str(REPO_ROOT / "data" / "nasdaq100_1min")
+    assert resolved["data"]["path"] == str(REPO_ROOT / "data" / "nasdaq100_1min")  # relative to the spec
     assert resolved["agent"]["hidden_sizes"] == [512, 512]
 
 

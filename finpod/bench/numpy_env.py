@@ -63,8 +63,7 @@ class ClassicNumpyEnv:
 
     def _observation(self) -> np.ndarray:
         weights = [self.shares[i] * self.close[self.t, i] / self.equity for i in range(self.num_assets)]
-        progress = (self.t - self.start) / (self.end - self.start)
-        state = [*weights, self.cash / self.equity, progress, self.session_progress[self.t]]
+        state = [*weights, self.cash / self.equity, self.session_progress[self.t]]
         return np.concatenate([self.features[self.t], np.array(state)]).astype(np.float32)
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, float]:

@@ -44,7 +44,7 @@ class TrainBenchResult:
         num_envs: ``N``, parallel envs.
         num_assets: ``M``, assets per portfolio.
         num_features: ``F``, features per asset.
-        obs_dim: observation width ``M * F + M + 3``.
+        obs_dim: observation width ``M * F + M + 2``.
         action_dim: action width ``M + 1``.
         hidden_sizes: the actor's and the critic's hidden widths.
         rollout_steps: steps per env per round.

@@ -54,10 +54,6 @@ class StepOutput(NamedTuple):
     bar_index: torch.Tensor
 
 
-def _episode_progress(state_t: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
-    return (state_t - start).to(torch.float32) / (end - start).to(torch.float32)
-
-
 def observe(market: Market, state: EnvState) -> torch.Tensor:
     """Observations ``(N, D)`` of every env at its current bar ``state.t``."""
     close = market.bars[:, CLOSE_ROW].index_select(0, state.t)
@@ -66,7 +62,6 @@ def observe(market: Market, state: EnvState) -> torch.Tensor:
         holdings_usd=state.shares * close,
         cash_usd=state.cash_usd,
         equity_usd=state.equity_usd,
-        episode_progress=_episode_progress(state.t, state.start, state.end),
     )
 
 
@@ -148,7 +143,6 @@ def _trade(
         holdings_usd=done.holdings_usd,
         cash_usd=done.cash_usd,
         equity_usd=done.equity_usd,
-        episode_progress=_episode_progress(next_bar, state.start, state.end),
     )
     truncated = next_bar >= state.end
     output = StepOutput(
@@ -216,6 +210,5 @@ def step(
         holdings_usd=torch.where(done.unsqueeze(1), 0.0, holdings_usd),
         cash_usd=new_state.cash_usd,
         equity_usd=new_state.equity_usd,
-        episode_progress=_episode_progress(new_state.t, new_state.start, new_state.end),
     )
     return new_state, output._replace(obs=obs)

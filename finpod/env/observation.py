@@ -1,9 +1,15 @@
 """The observation an agent sees at a bar's close: causal features, holdings, time. Pure, batched.
 
-Layout of one observation row, size ``D = M * F + M + 3``, in this order:
+Layout of one observation row, size ``D = M * F + M + 2``, in this order:
 ``[features of bar t (M * F, asset-major: asset_1's F features, then asset_2's, ...),
 current weights of asset_1 .. asset_M at t's close (M), cash share (1),
-episode progress in [0, 1] (1), position of bar t in its trading session in [0, 1] (1)]``.
+position of bar t in its trading session in [0, 1] (1)]``.
+
+One clock: nothing in a row depends on where the env's episode started or when it truncates, so a
+row means the same in training (short random episodes), validation and backtest (one episode over a
+whole segment) and paper trading. The only time the agent sees is the bar's own (its position in
+the session, and the calendar features of the feature set). A truncated episode's final row is
+therefore an ordinary state, and bootstrapping the critic on it is consistent with training.
 
 The per-bar part (features, session position) is precomputed once per bar in a template table
 ``(T, D)``; a step gathers template rows and writes the portfolio part in place, so building an
@@ -14,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-NUM_PORTFOLIO_COLUMNS_BEYOND_ASSETS = 2
-"""Cash share and episode progress, written per step after the ``M`` weights."""
+NUM_PORTFOLIO_COLUMNS_BEYOND_ASSETS = 1
+"""Cash share, written per step after the ``M`` weights."""
 NUM_BAR_COLUMNS_AFTER_PORTFOLIO = 1
 """Session position, taken from the template."""
 
@@ -51,7 +57,6 @@ def fill_observation(
     holdings_usd: torch.Tensor,
     cash_usd: torch.Tensor,
     equity_usd: torch.Tensor,
-    episode_progress: torch.Tensor,
 ) -> torch.Tensor:
     """Write the portfolio columns into freshly gathered template rows, in place; returns ``rows``.
 
@@ -60,12 +65,10 @@ def fill_observation(
         holdings_usd: ``(N, M)`` value of each holding at the observed bar's close (shares x close).
         cash_usd: ``(N,)`` cash.
         equity_usd: ``(N,)`` equity at the observed bar's close (USD, > 0).
-        episode_progress: ``(N,)`` steps taken / episode length, in ``[0, 1]``.
     """
     num_assets = holdings_usd.shape[1]
     weights_end = rows.shape[1] - NUM_PORTFOLIO_COLUMNS_BEYOND_ASSETS - NUM_BAR_COLUMNS_AFTER_PORTFOLIO
     inverse_equity = equity_usd.reciprocal().unsqueeze(1)
     rows[:, weights_end - num_assets : weights_end] = holdings_usd * inverse_equity
     rows[:, weights_end : weights_end + 1] = cash_usd.unsqueeze(1) * inverse_equity
-    rows[:, weights_end + 1] = episode_progress
     return rows

@@ -33,7 +33,7 @@ def test_cli_json_reports_a_full_round_with_the_default_agent() -> None:
     out = json.loads(r.stdout)
     default = PPOConfig()
     assert out["env_steps"] == default.rollout_steps * 4
-    assert out["obs_dim"] == 3 * 12 + 3 + 3
+    assert out["obs_dim"] == 3 * 12 + 3 + 2
     assert out["action_dim"] == 4
     assert out["hidden_sizes"] == list(default.hidden_sizes)
     assert out["update_epochs"] == default.update_epochs
@@ -67,7 +67,7 @@ def test_learner_flops_follow_the_network_shape() -> None:
         matmul_repeats=1,
         seed=0,
     )
-    obs, act = 2 * 4 + 2 + 3, 3
+    obs, act = 2 * 4 + 2 + 2, 3
     actor = obs * 16 + 16 * 8 + 8 * 2 * act
     critic = obs * 16 + 16 * 8 + 8 * 1
     forward = 2 * (actor + critic)

@@ -157,6 +157,23 @@ def reference_step(
     )
 
 
+def reference_observation(
+    panel: Panel, bar: int, cash_usd: float, shares: list[float], equity_usd: float
+) -> list[float]:
+    """The observation row of a portfolio at bar ``bar``'s close, in float64.
+
+    ``[features of bar (asset-major), weight of each asset at the close, cash share, position of
+    the bar in its session]``: a function of the bar and the portfolio only (no episode clock).
+    """
+    close = [float(x) for x in panel.close[bar].double()]
+    features = [float(x) for x in panel.features[bar].double().reshape(-1)]
+    ids = [int(x) for x in panel.session_ids]
+    session = [i for i, s in enumerate(ids) if s == ids[bar]]
+    position = (bar - session[0]) / max(len(session) - 1, 1)
+    weights = [shares[i] * close[i] / equity_usd for i in range(len(close))]
+    return [*features, *weights, cash_usd / equity_usd, position]
+
+
 def reference_batch(
     panel: Panel,
     config: EnvConfig,

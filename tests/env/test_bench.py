@@ -58,7 +58,7 @@ def test_bench_env_cli_reports_throughput_memory_and_speedup() -> None:
     report = json.loads(result.stdout)
     assert (report["num_envs"], report["num_assets"], report["num_features"]) == (16, 4, 2)
     assert report["steps"] == 10
-    assert report["obs_dim"] == 4 * 2 + 4 + 3
+    assert report["obs_dim"] == 4 * 2 + 4 + 2
     assert report["env_steps_per_second"] > 0
     assert report["numpy_steps_per_second"] > 0
     assert report["speedup"] == pytest.approx(

@@ -75,7 +75,8 @@ def test_resetting_one_env_does_not_move_another() -> None:
     assert env.cash_usd[2] == config.initial_cash_usd
     assert not env.shares[2].any()
     assert env.bar_index[2] == env.state.start[2]
-    assert obs[2, -2] == 0.0  # episode progress
+    assert obs[2, -2] == 1.0  # cash share: a fresh episode holds only cash
+    assert not obs[2, -2 - env.num_assets : -2].any()
     others = ~mask
     for ours, theirs in zip(env.state, twin.state, strict=True):
         assert torch.equal(ours[others], theirs[others])
@@ -101,11 +102,33 @@ def test_truncation_at_the_horizon_and_never_termination() -> None:
         assert not bool(truncated.any()) or step % horizon == 0
         assert (info["bar_index"] == TRAIN_START + (step - 1) % horizon + 1).all()
         if step % horizon == 0:
-            assert (info["final_obs"][:, -2] == 1.0).all()
-            assert (obs[:, -2] == 0.0).all()
+            assert (obs[:, -2] == 1.0).all()  # the next episode starts in cash
             assert (env.bar_index == TRAIN_START).all()
         else:
             assert torch.equal(info["final_obs"], obs)
+
+
+def test_one_clock_a_bar_looks_the_same_in_a_short_episode_and_a_whole_segment_run() -> None:
+    """Training (short episodes) and evaluation (one episode over the segment) see the same rows.
+
+    Same bar, same portfolio: the same observation, whatever the episode's start or horizon; the
+    final observation of a truncated training episode is the evaluation run's mid-episode one.
+    """
+    horizon = 7
+    short_config = EnvConfig(horizon_bars=horizon, random_start=False)
+    short = TradingEnv(PANEL, "train", short_config, num_envs=3, seed=0)
+    whole = TradingEnv(PANEL, "train", EnvConfig(horizon_bars=10_000, random_start=False), num_envs=3, seed=0)
+    short_obs, _ = short.reset()
+    whole_obs, _ = whole.reset()
+    assert torch.equal(short_obs, whole_obs)
+    generator = torch.Generator().manual_seed(4)
+    for step in range(1, horizon + 1):
+        actions = torch.rand(3, short.action_dim, generator=generator)
+        short_obs, _, _, short_truncated, short_info = short.step(actions)
+        whole_obs, _, _, whole_truncated, _ = whole.step(actions)
+        assert bool(short_truncated.all()) == (step == horizon)
+        assert not whole_truncated.any()
+        assert torch.equal(short_info["final_obs"], whole_obs)
 
 
 def test_backtest_mode_runs_the_whole_segment_once_and_truncates_at_its_end() -> None:
@@ -189,7 +212,7 @@ def test_bad_env_arguments_are_spec_errors() -> None:
         env.step(torch.rand(2, env.action_dim - 1))
     with pytest.raises(SpecError, match="bool mask"):
         env.reset_envs(torch.ones(2))
-    np.testing.assert_equal(env.obs_dim, PANEL.num_assets * PANEL.num_features + PANEL.num_assets + 3)
+    np.testing.assert_equal(env.obs_dim, PANEL.num_assets * PANEL.num_features + PANEL.num_assets + 2)
 
 
 def test_envs_on_one_panel_share_its_tables_until_the_panel_goes() -> None:

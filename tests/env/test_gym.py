@@ -51,7 +51,7 @@ def test_vector_env_api_and_same_step_autoreset() -> None:
         np.testing.assert_array_equal(info["_final_obs"], terminated | truncated)
         finished = info["_final_obs"]
         np.testing.assert_array_equal(info["final_obs"][~finished], obs[~finished])
-        assert (obs[finished, -2] == 0.0).all()
+        assert (obs[finished, -2] == 1.0).all()  # a reset env holds only cash
 
 
 def test_numpy_rollouts_are_reproducible_from_the_seed() -> None:
@@ -77,4 +77,4 @@ def test_reset_mask_option_restarts_only_masked_envs() -> None:
     assert torch.equal(after.t[~mask], before.t[~mask])
     assert torch.equal(after.shares[~mask], before.shares[~mask])
     assert not after.shares[mask].any()
-    assert (obs[mask, -2] == 0.0).all()
+    assert (obs[mask, -2] == 1.0).all()  # restarted envs hold only cash

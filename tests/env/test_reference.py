@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 
 from env.panels import random_panel
-from env.reference import reference_batch
+from env.reference import reference_batch, reference_observation
 from env.rollout import Case, cases, rollout
 from finpod.env import EnvConfig
 
@@ -20,6 +20,8 @@ SHARES_ATOL = 1e-3
 SHARES_RTOL = 1e-5
 REWARD_ATOL = 2e-4
 """Rewards are scaled by up to 100: a log return error of 2e-6."""
+OBS_ATOL = 1e-5
+"""Observation columns are features, weights and shares of the day, in float32."""
 
 
 def _np(t: object) -> np.ndarray:
@@ -55,6 +57,10 @@ def _assert_matches_reference(case: Case) -> None:
                 float(tr.info["traded_usd"][n]), ref.traded_usd, rtol=0, atol=money_atol
             )
             np.testing.assert_allclose(float(tr.reward[n]), ref.reward, rtol=0, atol=REWARD_ATOL)
+            ref_obs = reference_observation(
+                case.panel, int(tr.info["bar_index"][n]), ref.cash_usd, ref.shares, ref.equity_usd
+            )
+            np.testing.assert_allclose(_np(tr.info["final_obs"][n]), ref_obs, rtol=0, atol=OBS_ATOL)
     assert compared >= STEPS * case.num_envs // 2, (
         "too few steps compared: rounding excuses swallowed the test"
     )

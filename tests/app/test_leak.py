@@ -37,7 +37,7 @@ def test_backtest_garbage_changes_nothing_before_the_backtest(tmp_path: Path) ->
     clean = _run(tmp_path, "clean", bars)
     garbled = _run(tmp_path, "garbage", garble_backtest(bars, seed=12))
 
-    assert len(clean.leaderboard) >= 2
+    assert clean.leaderboard  # one pod whose score keeps improving holds one entry; more are compared too
     for ours, theirs in zip(clean.leaderboard, garbled.leaderboard, strict=True):
         assert {k: ours[k] for k in LINEAGE_KEYS} == {k: theirs[k] for k in LINEAGE_KEYS}
         assert ours["agent_config"] == theirs["agent_config"]

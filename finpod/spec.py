@@ -34,13 +34,39 @@ from pydantic import (
 )
 
 from finpod.errors import SpecError
-from podracer.ppo import PPOConfig
+from podracer.ppo import MIN_MINIBATCH_SIZE, PPOConfig
 
 DateRange = tuple[dt.date, dt.date]
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strict_scalars(cls, raw: Any) -> Any:
+        """``seed = true`` or ``seed = "3"`` is a typo, not the number 1 or 3: scalars keep their type."""
+        if not isinstance(raw, Mapping):
+            return raw
+        for name, field in cls.model_fields.items():
+            if name not in raw or field.annotation not in _SCALAR_KINDS:
+                continue
+            value = raw[name]
+            kind = _SCALAR_KINDS[field.annotation]
+            if field.annotation is bool:
+                ok = isinstance(value, bool)
+            elif field.annotation is int:
+                ok = isinstance(value, int) and not isinstance(value, bool)
+            else:
+                ok = isinstance(value, int | float) and not isinstance(value, bool)
+            if not ok:
+                raise ValueError(
+                    f"{name}: must be {kind}, got {json.dumps(value, default=str)}; fix: write {kind}"
+                )
+        return raw
+
+
+_SCALAR_KINDS: dict[Any, str] = {int: "an integer", float: "a number", bool: "true or false"}
 
 
 class SyntheticSpec(_Model):
@@ -348,6 +374,20 @@ class Spec(_Model):
         ppo_config_from(value)
         return value
 
+    @model_validator(mode="after")
+    def _round_fills_minibatches(self) -> Spec:
+        """A PPO round of ``rollout_steps x num_envs`` transitions must fill every minibatch."""
+        config = ppo_config_from(self.agent)
+        batch = config.rollout_steps * self.env.num_envs
+        if batch < MIN_MINIBATCH_SIZE * config.num_minibatches:
+            raise ValueError(
+                f"agent.num_minibatches: a round of rollout_steps {config.rollout_steps} x env.num_envs "
+                f"{self.env.num_envs} = {batch} transitions cannot fill {config.num_minibatches} "
+                f"minibatches of at least {MIN_MINIBATCH_SIZE}; fix: raise agent.rollout_steps or "
+                f"env.num_envs, or lower agent.num_minibatches to <= {batch // MIN_MINIBATCH_SIZE}"
+            )
+        return self
+
     # ------------------------------------------------------------------ construction
 
     @classmethod
@@ -361,9 +401,15 @@ class Spec(_Model):
         if not file.is_file():
             raise SpecError(f"{path}: spec file not found; fix: pass a path like strategies/demo.toml")
         try:
-            raw = tomllib.loads(file.read_text(encoding="utf-8"))
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise SpecError(
+                f"{path}: not UTF-8 text (byte {err.start}: {err.reason}); fix: save the spec as UTF-8"
+            ) from None
+        try:
+            raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:
-            raise SpecError(f"{path}: not valid TOML ({err}); fix: correct the syntax there") from err
+            raise SpecError(f"{path}: not valid TOML ({err}); fix: correct the syntax there") from None
         return cls.from_dict(raw, source=file)
 
     @classmethod
@@ -481,6 +527,8 @@ def ppo_config_from(agent: Mapping[str, Any]) -> PPOConfig:
     unknown = sorted(set(agent) - known)
     if unknown:
         raise ValueError(f"unknown PPO setting {unknown[0]!r}; fix: use one of {', '.join(sorted(known))}")
+    for name, value in agent.items():
+        _check_agent_type(name, value)
     try:
         return PPOConfig.from_dict(agent)
     except (TypeError, ValueError) as err:
@@ -489,6 +537,30 @@ def ppo_config_from(agent: Mapping[str, Any]) -> PPOConfig:
             raise ValueError(f"{err}; fix: see podracer.ppo.PPOConfig for valid values") from None
         field, problem = named.groups()
         raise ValueError(f"agent.{field}: {problem}; fix: change agent.{field} to satisfy that") from None
+
+
+def _check_agent_type(name: str, value: Any) -> None:
+    """An ``[agent]`` value has its PPOConfig field's type (no ``true`` for 1, no ``2.5`` for 2).
+
+    Raises:
+        ValueError: the value has the wrong type (pydantic turns it into a SpecError).
+    """
+    default = next(f.default for f in dataclasses.fields(PPOConfig) if f.name == name)
+    if isinstance(default, bool):
+        ok, kind = isinstance(value, bool), "true or false"
+    elif isinstance(default, int):
+        ok, kind = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(default, float) or default is None:
+        ok, kind = (isinstance(value, int | float) and not isinstance(value, bool)), "a number"
+    elif isinstance(default, str):
+        ok, kind = isinstance(value, str), "a string"
+    else:  # hidden_sizes: a list of widths
+        ok = isinstance(value, list | tuple) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        )
+        kind = "a list of integers, e.g. [64, 64]"
+    if not ok:
+        raise ValueError(f"agent.{name}: must be {kind}, got {value!r}; fix: write {kind}")
 
 
 def _one_line(err: ValidationError, source: Path | None) -> str:
@@ -506,6 +578,9 @@ def _one_line(err: ValidationError, source: Path | None) -> str:
         return f"{where}{loc}: required field missing; fix: {_fix(path)}"
     if "fix:" in msg:  # our own validators: the message names the fix (and maybe the field)
         field_prefix = "" if not loc or msg.startswith(loc) else f"{loc}: "
+        section = _model_at(path)
+        if loc and section is not None and msg.split(":", 1)[0] in section.model_fields:
+            field_prefix = f"{loc}."  # a section's own check names its field: env.horizon_bars: ...
         return f"{where}{field_prefix}{msg}"
     got = first.get("input")
     return f"{where}{loc}: {_short(msg)} (got {got!r}); fix: {_fix(path)}"

@@ -1,8 +1,9 @@
 """The ``finpod`` command line: ``init``, ``data``, ``bench``, ``run``, ``backtest``, ``report``, ``runs``.
 
 Global options (before the command): ``--version``, ``-q/--quiet``, ``-v/--verbose`` (they set
-:data:`finpod.cli.output.level`). Every user error (:class:`finpod.errors.FinpodError`) becomes one
-line on stderr and exit code 2.
+:data:`finpod.cli.output.level`). Every error reaches the user through :mod:`finpod.cli.errors`: one
+line on stderr; exit code 2 for a mistake the user can fix (finpod and podracer errors, OS errors on
+a user's path, usage errors), 1 for a bug (with a hint to rerun with ``-v`` for the traceback).
 """
 
 from __future__ import annotations
@@ -11,12 +12,10 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+from typer import _click as click
 
 import finpod
-from finpod.cli import bench, data, init, output, run
-from finpod.errors import FinpodError
+from finpod.cli import bench, data, errors, init, output, run
 
 app = typer.Typer(
     name="finpod",
@@ -57,14 +56,31 @@ app.add_typer(data.app, name="data", help="Import, synthesise, fetch and inspect
 app.add_typer(bench.app, name="bench", help="Benchmarks that print throughput and peak memory.")
 run.register(app)
 
-_stderr = Console(stderr=True, highlight=False, soft_wrap=True)
-
 
 def main() -> None:
-    """Entry point of the ``finpod`` script: usage errors exit 2 (typer), user errors too (here)."""
+    """Entry point of the ``finpod`` script: every failure is one line on stderr (see ``errors``).
+
+    Usage errors (an unknown flag, ``--seed -1``) exit 2 too, as one line naming the command's
+    ``--help``; ``finpod`` alone, or a group alone, prints its help.
+    """
     output.set_level(output.NORMAL)
     try:
-        app()
-    except FinpodError as err:
-        _stderr.print(f"[bold red]error:[/] {escape(str(err))}", markup=True)
-        sys.exit(2)
+        code = app(standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as err:  # the help is already printed
+        sys.exit(err.exit_code)
+    except click.exceptions.UsageError as err:
+        where = err.ctx.command_path if err.ctx else "finpod"
+        message = " ".join(err.format_message().split())
+        sys.stderr.write(f"error: {message}; fix: see `{where} --help`\n")
+        sys.exit(errors.USER_ERROR)
+    except typer.Abort:
+        sys.stderr.write("error: interrupted\n")
+        sys.exit(errors.INTERRUPTED)
+    except click.exceptions.ClickException as err:
+        sys.stderr.write(f"error: {' '.join(err.format_message().split())}\n")
+        sys.exit(err.exit_code)
+    except SystemExit:
+        raise
+    except BaseException as err:
+        sys.exit(errors.report(err, sys.stderr))
+    sys.exit(code if isinstance(code, int) else 0)

@@ -39,7 +39,7 @@ def train(
     matmul_size: int = typer.Option(4096, "--matmul-size", help="Side of the square matmul of the peak."),
     matmul_repeats: int = typer.Option(5, "--matmul-repeats", help="Timed calls of the peak matmul."),
     threads: int = typer.Option(0, "--threads", help="torch CPU threads (0: torch's default)."),
-    seed: int = typer.Option(0, "--seed", help="Seeds panel, env and agent."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seeds panel, env and agent."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """PPO training samples/s on the finpod env (learning included) and the learner's share of peak matmul."""
@@ -91,7 +91,7 @@ def env(
     numpy_steps: int = typer.Option(2000, "--numpy-steps", help="Timed steps of the classic numpy env."),
     compile_step: bool = typer.Option(False, "--compile", help="Run the step through torch.compile."),
     threads: int = typer.Option(0, "--threads", help="torch CPU threads (0: torch's default)."),
-    seed: int = typer.Option(0, "--seed", help="Seeds panel, start bars and actions."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seeds panel, start bars and actions."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """Batched env steps/s and peak memory, beside a classic one-env numpy implementation."""
@@ -139,7 +139,7 @@ def env(
 def data(
     symbols: int = typer.Option(100, "--symbols", help="Synthetic stocks M (NASDAQ-100 scale: 100)."),
     days: int = typer.Option(250, "--days", help="Sessions of 390 minute bars (>= 3)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the synthetic market."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the synthetic market."),
     device: str = typer.Option("cpu", "--device", help="Where the panel's tensors go: cpu or cuda."),
     out: str | None = typer.Option(None, "--out", help="Keep the dataset here (default: a temp folder)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),

@@ -81,7 +81,7 @@ def synth(
     symbols: Annotated[int, typer.Option("--symbols", help="Number of synthetic symbols (SYN000...).")],
     days: Annotated[int, typer.Option("--days", help="Number of XNAS sessions.")],
     freq: Annotated[str, typer.Option("--freq", help="1min or 1d.")],
-    seed: Annotated[int, typer.Option("--seed", help="Random seed; same seed, same bars.")],
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed; same seed, same bars.")],
     start: Annotated[str, typer.Option("--start", help="First calendar date (YYYY-MM-DD).")] = DEFAULT_START,
     signal: Annotated[
         str, typer.Option("--signal", help=f"Planted observable signal: {', '.join(SIGNAL_KINDS)}.")

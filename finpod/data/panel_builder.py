@@ -229,6 +229,7 @@ def build_panel(
     bars = bars_or_dataset if isinstance(bars_or_dataset, pd.DataFrame) else _read(bars_or_dataset, freq)
     if bars.empty:
         raise DataError("the bars are empty; import or synthesise a dataset first")
+    check_frequency(bars, freq)
     present = _dataset_symbols(bars)
     data = _data_window(bars, _Window(first, last), freq)
     tradable = _select_symbols(present, symbols, kind, benchmark_symbol, data)
@@ -259,6 +260,36 @@ def build_panel(
         feature_stats,
         clip_sigmas,
     )
+
+
+INTRADAY_STEP_NS = 3_600_000_000_000
+"""Bars of one symbol closer together than an hour are intraday; daily bars are >= ~23 h apart."""
+
+
+def check_frequency(bars: pd.DataFrame, freq: str) -> None:
+    """Refuse daily bars asked for as minute bars (the reverse: see :func:`finpod.data.calendar.align`).
+
+    The manifest's frequency is checked when a dataset folder is read; this checks a frame passed
+    in directly (the pipeline's path), from the smallest step between a symbol's consecutive bars.
+
+    Args:
+        bars: bar-schema frame, ``n`` rows.
+        freq: ``"1min"`` or ``"1d"``.
+
+    Raises:
+        DataError: minute bars requested from daily bars.
+    """
+    symbols = bars["symbol"].to_numpy()
+    stamps = bars["timestamp"].to_numpy(dtype="datetime64[ns]").view(np.int64)
+    steps = np.diff(stamps)[(symbols[1:] == symbols[:-1]) & (np.diff(stamps) > 0)]
+    if steps.size == 0:
+        return
+    smallest = int(steps.min())
+    if freq == "1min" and smallest >= INTRADAY_STEP_NS:
+        raise DataError(
+            f"the bars are daily (a symbol's bars are at least {pd.Timedelta(smallest)} apart), but the "
+            'frequency asked for is 1min; fix: set frequency = "1d" in the spec, or use a minute dataset'
+        )
 
 
 def _read(path: str | Path, freq: str) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import platform
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from finpod.pipeline.training import (
     AgentFactory,
     agent_factory,
     base_agent_config,
+    check_horizon,
     deterministic_policy,
     env_config,
     validation_score,
@@ -116,25 +118,36 @@ def run(
     console = console or Console()
     device = torch.device(spec.resolve_device())
     root = reports_root(out)
-    if resume:
-        run_dir = find_resumable(spec, root)
-        dataset = Path(run_dir.read_info()["dataset"])
-        console.print(f"resuming [bold]{run_dir.run_id}[/]")
-    else:
-        dataset = dataset_for(spec, data_root or default_data_root())
-        run_dir = create_run_dir(spec, root, _run_info(spec, dataset, device))
-        console.print(f"run [bold]{run_dir.run_id}[/] on {device}")
+    resumed = find_resumable(spec, root) if resume else None
+    dataset = (
+        Path(resumed.read_info()["dataset"])
+        if resumed
+        else dataset_for(spec, data_root or default_data_root())
+    )
     bars = load_bars(dataset)
     symbols = universe_symbols(spec, bars)
     late = late_symbols(spec, bars)
+    panel = selection_panel(spec, bars, symbols, str(device))
+    check_horizon(spec, panel)
+    # every check that can refuse the spec ran above: only now is anything written
+    if resumed is not None:
+        run_dir = resumed
+        console.print(f"resuming [bold]{run_dir.run_id}[/]")
+    else:
+        run_dir = create_run_dir(spec, root, _run_info(spec, dataset, device))
+        console.print(f"run [bold]{run_dir.run_id}[/] on {device}")
     if late:
         console.print(
             f"note: not traded, no bar before the backtest segment: {', '.join(late)}",
             markup=False,
             soft_wrap=True,
         )
-    panel = selection_panel(spec, bars, symbols, str(device))
-    leaderboard, history = train(spec, panel, run_dir, device, resume=resume, console=console)
+    try:
+        leaderboard, history = train(spec, panel, run_dir, device, resume=resume, console=console)
+    except BaseException:
+        if resumed is None and not (run_dir.tournament / STATE_NAME).exists():
+            shutil.rmtree(run_dir.root, ignore_errors=True)  # nothing trained: nothing to resume
+        raise
     run_dir.set_status("backtesting")
     factory = agent_factory(_probe(spec, panel, device), device)
     policies = select(spec, leaderboard, factory)

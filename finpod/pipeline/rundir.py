@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -66,11 +67,22 @@ class RunDir:
         """``run.json`` as a dict.
 
         Raises:
-            SpecError: the folder is not a finpod run.
+            SpecError: the folder is not a finpod run, or its ``run.json`` is damaged.
         """
         if not self.run_file.is_file():
             raise SpecError(f"{self.root}: not a finpod run folder (no {RUN_FILE}); pass reports/<run_id>")
-        info: dict[str, Any] = json.loads(self.run_file.read_text(encoding="utf-8"))
+        try:
+            info = json.loads(self.run_file.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise SpecError(
+                f"{self.run_file}: not a valid run file ({err}); fix: restore it from a backup or "
+                "start a new run (the folder cannot be resumed or rerun)"
+            ) from None
+        if not isinstance(info, dict) or not isinstance(info.get("run_id", ""), str):
+            raise SpecError(
+                f"{self.run_file}: not a finpod run file (expected a JSON object with run_id, status); "
+                "fix: start a new run"
+            )
         return info
 
     def write_info(self, info: dict[str, Any]) -> None:
@@ -107,9 +119,15 @@ def create_run_dir(spec: Spec, root: Path, run_info: dict[str, Any]) -> RunDir:
             break
         except FileExistsError:  # two runs of one spec in the same second
             run = RunDir(root / f"{stamp}-{spec.name}-{spec.spec_hash()}-{attempt}")
-    write_text_atomic(run.spec_toml, spec.to_toml())
-    write_text_atomic(run.spec_json, json.dumps(spec.resolved_dict(), indent=2))
-    run.write_info({**run_info, "run_id": run.run_id, "spec_hash": spec.spec_hash(), "status": "training"})
+    try:
+        write_text_atomic(run.spec_toml, spec.to_toml())
+        write_text_atomic(run.spec_json, json.dumps(spec.resolved_dict(), indent=2))
+        run.write_info(
+            {**run_info, "run_id": run.run_id, "spec_hash": spec.spec_hash(), "status": "training"}
+        )
+    except BaseException:
+        shutil.rmtree(run.root, ignore_errors=True)  # a half-made folder must not look resumable
+        raise
     return run
 
 

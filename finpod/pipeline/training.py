@@ -17,6 +17,7 @@ from finpod.backtest.runner import run_policy
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
+from finpod.errors import SpecError
 from finpod.spec import Spec, ppo_config_from
 from podracer import AgentFactory, PodAgent
 from podracer.api import Agent, Policy
@@ -30,6 +31,26 @@ def env_config(spec: Spec, *, random_start: bool) -> EnvConfig:
     """The spec's env settings as :class:`EnvConfig` (``num_envs`` is the batch, not a setting)."""
     settings = spec.env.model_dump(exclude={"num_envs"})
     return EnvConfig(**settings, random_start=random_start)
+
+
+def check_horizon(spec: Spec, panel: Panel) -> None:
+    """Refuse ``env.horizon_bars`` that leaves no room for random episode starts in the train segment.
+
+    With a horizon as long as the segment every episode would start at its first bar: the pods
+    would see one market path, however many envs they run.
+
+    Raises:
+        SpecError: the horizon is at least the train segment's length minus one bar.
+    """
+    first, stop = panel.segment(TRAIN_SEGMENT)
+    bars = stop - first
+    if spec.env.horizon_bars >= bars - 1:
+        raise SpecError(
+            f"{spec.source or 'spec'}: env.horizon_bars {spec.env.horizon_bars} does not fit the train "
+            f"segment's {bars} {panel.frequency} bars (every episode would start at its first bar); "
+            f"fix: set env.horizon_bars below {max(bars - 1, 2)}, e.g. {max(bars // 4, 2)}, or widen "
+            "segments.train"
+        )
 
 
 def validation_score(panel: Panel, config: EnvConfig, policy: Policy, device: torch.device) -> float:

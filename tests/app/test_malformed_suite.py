@@ -1,0 +1,546 @@
+"""The malformed-input suite: every input a user can get wrong, through the real CLI entry point.
+
+Each case sets up a bad input (a data file, a spec, a flag, a damaged run folder, a broker reply, a
+disk or permission fault), runs ``finpod ...`` in-process, and asserts what a user must see: exit
+code 2, ONE line on stderr naming the problem, no traceback, and nothing half-written (the output
+folder does not exist, no temporary file is left behind).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from tiny import tiny_bars, tiny_spec, write_tiny_dataset
+
+from clirun import CliResult, run_cli
+from fakes.alpaca_server import FakeAlpacaServer
+from finpod.data.alpaca_source import RetryPolicy
+
+Setup = Callable[[Path, "Fixtures"], list[str]]
+"""``(tmp folder, fixtures) -> CLI arguments``; outputs go to ``tmp/out`` (must stay absent)."""
+
+KEY_ID, SECRET = "suite-key-id", "suite-secret-789"
+NO_WAIT = RetryPolicy(attempts=2, wait_seconds=0, status_codes=(429, 500, 502, 503, 504))
+
+
+@dataclass(frozen=True)
+class Fixtures:
+    """What cases build on: a tiny daily dataset, its spec text, and a finished run folder."""
+
+    dataset: Path
+    spec_text: str
+    finished_run: Path
+
+
+@dataclass(frozen=True)
+class Bad:
+    """One malformed input: how to make it, and the fragments the one-line error must contain."""
+
+    name: str
+    setup: Setup
+    expected: tuple[str, ...]
+    broker_status: int | None = None
+    fault: tuple[str, int] | None = None
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory: pytest.TempPathFactory) -> Fixtures:
+    root = tmp_path_factory.mktemp("suite")
+    dataset = write_tiny_dataset(root / "data", tiny_bars(seed=5))
+    spec_text = tiny_spec(dataset, budget_env_steps=256).to_toml()
+    spec_file = root / "tiny.toml"
+    spec_file.write_text(spec_text, encoding="utf-8")
+    result = run_cli("run", str(spec_file), "--out", str(root / "reports"))
+    assert result.exit_code == 0, result.stderr
+    (run_dir,) = (root / "reports").iterdir()
+    return Fixtures(dataset, spec_text, run_dir)
+
+
+# ---------------------------------------------------------------- helpers that build bad inputs
+
+
+def _spec(edit: Callable[[str], str]) -> Setup:
+    def setup(tmp: Path, fx: Fixtures) -> list[str]:
+        spec_file = tmp / "bad.toml"
+        spec_file.write_text(edit(fx.spec_text), encoding="utf-8")
+        return ["run", str(spec_file), "--out", str(tmp / "out")]
+
+    return setup
+
+
+def _spec_bytes(data: bytes) -> Setup:
+    def setup(tmp: Path, fx: Fixtures) -> list[str]:
+        spec_file = tmp / "bad.toml"
+        spec_file.write_bytes(data)
+        return ["run", str(spec_file), "--out", str(tmp / "out")]
+
+    return setup
+
+
+def _replace(old: str, new: str) -> Callable[[str], str]:
+    def edit(text: str) -> str:
+        assert old in text, old
+        return text.replace(old, new, 1)
+
+    return edit
+
+
+def _add_line(section: str, line: str) -> Callable[[str], str]:
+    return _replace(f"[{section}]\n", f"[{section}]\n{line}\n")
+
+
+def _args(*args: str) -> Setup:
+    def setup(tmp: Path, fx: Fixtures) -> list[str]:
+        return [arg.replace("{tmp}", str(tmp)).replace("{data}", str(fx.dataset)) for arg in args]
+
+    return setup
+
+
+def _data_file(name: str, content: bytes, *extra: str) -> Setup:
+    def setup(tmp: Path, fx: Fixtures) -> list[str]:
+        (tmp / name).write_bytes(content)
+        return ["data", "import", str(tmp / name), "--out", str(tmp / "out"), *extra]
+
+    return setup
+
+
+def _run_folder(damage: Callable[[Path], None], command: str = "backtest") -> Setup:
+    def setup(tmp: Path, fx: Fixtures) -> list[str]:
+        run = tmp / "run"
+        shutil.copytree(fx.finished_run, run)
+        damage(run)
+        return [command, str(run)]
+
+    return setup
+
+
+def _write(relative: str, data: bytes) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        (run / relative).write_bytes(data)
+
+    return damage
+
+
+def _remove(relative: str) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        target = run / relative
+        shutil.rmtree(target) if target.is_dir() else target.unlink()
+
+    return damage
+
+
+def _set_info(**changes: object) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        info = json.loads((run / "run.json").read_text())
+        info.update(changes)
+        (run / "run.json").write_text(json.dumps(info))
+
+    return damage
+
+
+def _truncate_snapshot(run: Path) -> None:
+    snapshot = next((run / "tournament" / "leaderboard").glob("*.pt"))
+    data = snapshot.read_bytes()
+    snapshot.write_bytes(data[: len(data) // 2])
+
+
+BARS = b"timestamp,symbol,open,high,low,close,volume\n"
+ROW0 = b"2019-02-11T14:30:00+00:00,AAPL,10,11,9,10,100\n"
+ROW1 = b"2019-02-11T14:31:00+00:00,AAPL,10,11,9,10,100\n"
+
+
+# ---------------------------------------------------------------- the cases, class by class
+
+SPEC_CASES = [
+    Bad("spec_not_utf8", _spec_bytes(b'name = "caf\xe9"\n'), ("not UTF-8", "save the spec as UTF-8")),
+    Bad("spec_utf16", _spec_bytes('name = "x"\n'.encode("utf-16")), ("not UTF-8",)),
+    Bad("spec_bad_toml", _spec(_replace('name = "tiny"', "name = ")), ("not valid TOML",)),
+    Bad("spec_seed_true", _spec(_replace("seed = 3", "seed = true")), ("seed: must be an integer",)),
+    Bad("spec_seed_negative", _spec(_replace("seed = 3", "seed = -1")), ("seed", "greater than or equal")),
+    Bad("spec_seed_text", _spec(_replace("seed = 3", 'seed = "3"')), ("seed",)),
+    Bad(
+        "spec_horizon_bool",
+        _spec(_replace("horizon_bars = 20", "horizon_bars = true")),
+        ("env.horizon_bars: must be an integer",),
+    ),
+    Bad(
+        "spec_agent_float_for_int",
+        _spec(_replace("rollout_steps = 32", "rollout_steps = 2.5")),
+        ("agent.rollout_steps: must be an integer",),
+    ),
+    Bad(
+        "spec_agent_bool_for_float",
+        _spec(_replace("learning_rate = 0.0003", "learning_rate = true")),
+        ("agent.learning_rate: must be a number",),
+    ),
+    Bad("spec_agent_unknown", _spec(_add_line("agent", "learnin_rate = 0.1")), ("unknown PPO setting",)),
+    Bad(
+        "spec_minibatches_cannot_fill",
+        _spec(_replace("num_minibatches = 2", "num_minibatches = 1000")),
+        ("agent.num_minibatches", "cannot fill 1000 minibatches", "lower agent.num_minibatches"),
+    ),
+    Bad(
+        "spec_horizon_longer_than_train",
+        _spec(_replace("horizon_bars = 20", "horizon_bars = 5000")),
+        ("env.horizon_bars 5000 does not fit the train segment", "fix:"),
+    ),
+    Bad(
+        "spec_minute_frequency_on_daily_data",
+        _spec(_replace('frequency = "1d"', 'frequency = "1min"')),
+        ("the bars are daily", 'set frequency = "1d"'),
+    ),
+    Bad(
+        "spec_negative_fee",
+        _spec(_replace("fee_rate = 0.001", "fee_rate = -0.1")),
+        ("env.fee_rate", "greater than or equal to 0"),
+    ),
+    Bad("spec_unknown_field", _spec(_add_line("env", "fees = 1")), ("env.fees: unknown field",)),
+    Bad(
+        "spec_segments_overlap",
+        _spec(_replace('    "2019-07-01",', '    "2019-06-01",')),
+        ("segments.validation: must start after segments.train ends",),
+    ),
+    Bad(
+        "spec_missing_dataset",
+        _spec(lambda text: text.replace("path = ", 'path = "no_such_dataset"\n#', 1)),
+        ("data.path: dataset folder not found",),
+    ),
+    Bad("spec_empty_universe", _spec(_replace('universe = "all"', "universe = []")), ("empty ticker list",)),
+    Bad(
+        "spec_ticker_not_in_dataset",
+        _spec(_replace('universe = "all"', 'universe = ["AAA", "ZZZ"]')),
+        ("universe: ZZZ not in the dataset",),
+    ),
+    Bad(
+        "spec_ensemble_bigger_than_board",
+        _spec(_replace("ensemble_k = 2", "ensemble_k = 9")),
+        ("ensemble_k: 9 exceeds leaderboard_size",),
+    ),
+    Bad("spec_bad_name", _spec(_replace('name = "tiny"', 'name = "a b"')), ("name",)),
+    Bad("spec_is_a_folder", _args("run", "{tmp}", "--out", "{tmp}/out"), ("spec file not found",)),
+    Bad("spec_missing_file", _args("run", "{tmp}/nope.toml", "--out", "{tmp}/out"), ("spec file not found",)),
+]
+
+FLAG_CASES = [
+    Bad(
+        "flag_seed_negative",
+        _args("data", "synth", "{tmp}/out", "--symbols", "2", "--days", "3", "--freq", "1d", "--seed", "-1"),
+        ("--seed", "greater than or equal to 0", "--help"),
+    ),
+    Bad(
+        "flag_seed_text",
+        _args("data", "synth", "{tmp}/out", "--symbols", "2", "--days", "3", "--freq", "1d", "--seed", "x"),
+        ("--seed", "valid integer"),
+    ),
+    Bad(
+        "flag_symbols_zero",
+        _args("data", "synth", "{tmp}/out", "--symbols", "0", "--days", "3", "--freq", "1d", "--seed", "1"),
+        ("--symbols",),
+    ),
+    Bad(
+        "flag_freq_unknown",
+        _args("data", "synth", "{tmp}/out", "--symbols", "2", "--days", "3", "--freq", "5min", "--seed", "1"),
+        ("--freq '5min'", "1min, 1d"),
+    ),
+    Bad(
+        "flag_start_not_a_date",
+        _args(
+            "data",
+            "synth",
+            "{tmp}/out",
+            "--symbols",
+            "2",
+            "--days",
+            "3",
+            "--freq",
+            "1d",
+            "--seed",
+            "1",
+            "--start",
+            "2020-13-01",
+        ),
+        ("--start '2020-13-01' is not a date",),
+    ),
+    Bad("flag_unknown_option", _args("data", "synth", "{tmp}/out", "--bogus"), ("No such option: --bogus",)),
+    Bad("flag_missing_required", _args("data", "import", "{tmp}/x.csv"), ("--out",)),
+    Bad(
+        "flag_column_map_malformed",
+        _data_file("b.csv", BARS + ROW0 + ROW1, "--column-map", "Date"),
+        ("--column-map 'Date'", "old=new"),
+    ),
+    Bad(
+        "flag_column_map_unknown_column",
+        _data_file("b.csv", BARS + ROW0 + ROW1, "--column-map", "Date=timestamp"),
+        ("--column-map names column(s) Date",),
+    ),
+    Bad(
+        "flag_import_freq_unsupported",
+        _data_file("b.csv", BARS + ROW0 + ROW1, "--freq", "1h"),
+        ("--freq '1h'",),
+    ),
+    Bad("flag_segment_unknown", _args("backtest", "{tmp}", "--segment", "train"), ("--segment",)),
+    Bad(
+        "flag_fetch_bad_date",
+        _args(
+            "data",
+            "fetch",
+            "--symbols",
+            "AAPL",
+            "--start",
+            "2021-02-30",
+            "--end",
+            "2021-03-01",
+            "--freq",
+            "1min",
+            "--out",
+            "{tmp}/out",
+        ),
+        ("--start '2021-02-30' is not a date",),
+    ),
+    Bad(
+        "flag_resume_nothing_to_resume",
+        lambda tmp, fx: ["run", *_spec(lambda t: t)(tmp, fx)[1:], "--resume"],
+        ("no unfinished run of spec 'tiny'",),
+    ),
+]
+
+DATA_CASES = [
+    Bad("data_empty_file", _data_file("b.csv", b""), ("empty file",)),
+    Bad("data_header_only", _data_file("b.csv", BARS), ("empty file",)),
+    Bad("data_unknown_format", _data_file("b.csv", b"foo,bar\n1,2\n"), ("unknown format", "--column-map")),
+    Bad(
+        "data_high_below_low",
+        _data_file("b.csv", BARS + ROW0 + b"2019-02-11T14:31:00+00:00,AAPL,10.5,10.0,11.0,10.5,100\n"),
+        ("AAPL", "high 10.0 < low 11.0"),
+    ),
+    Bad(
+        "data_nan_price",
+        _data_file("b.csv", BARS + ROW0 + b"2019-02-11T14:31:00+00:00,AAPL,10,11,9,,100\n"),
+        ("AAPL", "close is nan"),
+    ),
+    Bad("data_duplicate_bar", _data_file("b.csv", BARS + ROW0 + ROW1 + ROW1), ("duplicate timestamp",)),
+    Bad("data_unsorted", _data_file("b.csv", BARS + ROW1 + ROW0), ("unsorted",)),
+    Bad(
+        "data_unknown_time_zone",
+        _data_file("b.csv", BARS + ROW0 + b"2019-02-11 14:31:00 XYZ,AAPL,10,11,9,10,100\n"),
+        ("line 3", "known UTC offset"),
+    ),
+    Bad(
+        "data_not_a_number",
+        _data_file("b.csv", BARS + ROW0 + b"2019-02-11T14:31:00+00:00,AAPL,10,abc,9,10,100\n"),
+        ("high 'abc' is not a number",),
+    ),
+    Bad(
+        "data_missing_path",
+        _args("data", "import", "{tmp}/missing.csv", "--out", "{tmp}/out"),
+        ("no such file",),
+    ),
+    Bad(
+        "data_folder_without_files",
+        lambda tmp, fx: ["data", "import", str(tmp), "--out", str(tmp / "out")],
+        ("folder holds no .csv or .parquet file",),
+    ),
+    Bad(
+        "data_output_exists",
+        lambda tmp, fx: [*_data_file("b.csv", BARS + ROW0 + ROW1)(tmp, fx)[:3], "--out", str(fx.dataset)],
+        ("already exists",),
+    ),
+    Bad("data_info_not_a_dataset", _args("data", "info", "{tmp}"), ("manifest",)),
+]
+
+RUN_FOLDER_CASES = [
+    Bad("rundir_no_run_json", _run_folder(_remove("run.json")), ("not a finpod run folder",)),
+    Bad("rundir_run_json_not_json", _run_folder(_write("run.json", b"{ half")), ("not a valid run file",)),
+    Bad(
+        "rundir_run_json_not_utf8",
+        _run_folder(_write("run.json", b"\xff\xfe\x00")),
+        ("not a valid run file",),
+    ),
+    Bad("rundir_run_json_a_list", _run_folder(_write("run.json", b"[1, 2]")), ("not a finpod run file",)),
+    Bad(
+        "rundir_still_training",
+        _run_folder(_set_info(status="training")),
+        ("still training, so its backtest segment stays unread",),
+    ),
+    Bad("rundir_no_spec", _run_folder(_remove("spec.toml")), ("no spec.toml",)),
+    Bad("rundir_spec_damaged", _run_folder(_write("spec.toml", b"name = ")), ("not valid TOML",)),
+    Bad("rundir_no_leaderboard", _run_folder(_remove("tournament/leaderboard")), ("no leaderboard",)),
+    Bad(
+        "rundir_index_corrupted",
+        _run_folder(_write("tournament/leaderboard/index.json", b"{ not json")),
+        ("index.json",),
+    ),
+    Bad(
+        "rundir_index_foreign",
+        _run_folder(_write("tournament/leaderboard/index.json", b'{"format": "other", "version": 1}')),
+        ("index.json",),
+    ),
+    Bad("rundir_snapshot_truncated", _run_folder(_truncate_snapshot), ("snapshot",)),
+    Bad(
+        "rundir_dataset_gone",
+        _run_folder(_set_info(dataset="/no/such/dataset")),
+        ("/no/such/dataset",),
+    ),
+    Bad(
+        "rundir_report_no_run_json", _run_folder(_remove("run.json"), "report"), ("not a finpod run folder",)
+    ),
+]
+
+
+def _fetch_args(tmp: Path, url: str) -> list[str]:
+    return [
+        "data", "fetch", "--symbols", "AAPL", "--start", "2021-02-01", "--end", "2021-02-02",
+        "--freq", "1min", "--out", str(tmp / "out"), "--data-url", url,
+    ]  # fmt: skip
+
+
+def _fetch(tmp: Path, fx: Fixtures) -> list[str]:
+    return _fetch_args(tmp, "{broker}")
+
+
+BROKER_CASES = [
+    Bad("broker_rejects_keys", _fetch, ("APCA_API_KEY_ID",), broker_status=401),
+    Bad("broker_forbidden", _fetch, ("403",), broker_status=403),
+    Bad("broker_keeps_failing", _fetch, ("500",), broker_status=500),
+    Bad("broker_unknown_symbol", _fetch, ("AAPL",), broker_status=200),
+    Bad("broker_missing_keys", lambda tmp, fx: _fetch_args(tmp, "http://127.0.0.1:9"), ("APCA_API_KEY_ID",)),
+]
+
+
+def _touch(path: Path) -> Path:
+    path.write_text("not a folder")
+    return path
+
+
+def _file_as_folder(tmp: Path, fx: Fixtures) -> list[str]:
+    _touch(tmp / "a_file")
+    return ["data", "synth", str(tmp / "a_file" / "out"), *SYNTH[3:]]
+
+
+SYNTH = ("data", "synth", "{tmp}/out", "--symbols", "2", "--days", "5", "--freq", "1d", "--seed", "1")
+PARQUET_WRITE = "finpod.data.store.pq.write_table"
+FSYNC = "podracer.snapshot.os.fsync"
+MKSTEMP = "podracer.snapshot.tempfile.mkstemp"
+DISK_CASES = [
+    Bad("disk_permission_denied_real", _args(*SYNTH[:2], "/sys/finpod_suite", *SYNTH[3:]), ("/sys",)),
+    Bad("disk_file_where_folder_should_be", _file_as_folder, ("a file stands where a folder should be",)),
+    Bad(
+        "disk_run_out_is_a_file",
+        lambda tmp, fx: [*_spec(lambda t: t)(tmp, fx)[:2], "--out", str(_touch(tmp / "out"))],
+        ("out",),
+    ),
+    Bad(
+        "disk_full_dataset",
+        _args(*SYNTH),
+        ("no space left", "free disk space"),
+        fault=(PARQUET_WRITE, errno.ENOSPC),
+    ),
+    Bad(
+        "disk_read_only_dataset",
+        _args(*SYNTH),
+        ("read-only file system",),
+        fault=(PARQUET_WRITE, errno.EROFS),
+    ),
+    Bad(
+        "disk_access_denied_dataset",
+        _args(*SYNTH),
+        ("permission denied",),
+        fault=(PARQUET_WRITE, errno.EACCES),
+    ),
+    Bad("disk_full_run_folder", _spec(lambda text: text), ("no space left",), fault=(FSYNC, errno.ENOSPC)),
+    Bad(
+        "disk_read_only_run_folder",
+        _spec(lambda text: text),
+        ("read-only file system",),
+        fault=(MKSTEMP, errno.EROFS),
+    ),
+    Bad("disk_quota_run_folder", _spec(lambda text: text), ("quota",), fault=(FSYNC, errno.EDQUOT)),
+]
+
+
+def _install_fault(monkeypatch: pytest.MonkeyPatch, target: str, code: int) -> None:
+    """Make ``target`` raise ``OSError(code)`` naming its first argument: a full disk, a read-only folder."""
+
+    def fail(*args: object, **kwargs: object) -> None:
+        named = args[1] if target == PARQUET_WRITE else (args[0] if args else kwargs.get("dir"))
+        raise OSError(code, os.strerror(code), None if isinstance(named, int) else str(named))
+
+    monkeypatch.setattr(target, fail)
+
+
+ALL_CASES = SPEC_CASES + FLAG_CASES + DATA_CASES + RUN_FOLDER_CASES + BROKER_CASES + DISK_CASES
+
+
+def _assert_one_clean_line(result: CliResult, expected: tuple[str, ...]) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: "), lines[0]
+    assert "Traceback" not in result.stderr + result.stdout
+    assert "np.float64" not in lines[0]
+    for fragment in expected:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+def _leftovers(tmp: Path) -> list[Path]:
+    """Temporary files or folders a failed write left behind under ``tmp``."""
+    return [p for p in tmp.rglob("*") if ".tmp" in p.name]
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=[case.name for case in ALL_CASES])
+def test_malformed_input_is_one_line_exit_2_nothing_written(
+    case: Bad, fixtures: Fixtures, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("APCA_API_KEY_ID", raising=False)
+    monkeypatch.delenv("APCA_API_SECRET_KEY", raising=False)
+    args = case.setup(tmp_path, fixtures)
+    if case.fault is not None:
+        _install_fault(monkeypatch, *case.fault)
+    if case.broker_status is None:
+        result = run_cli(*args)
+    else:
+        status = case.broker_status
+        monkeypatch.setenv("APCA_API_KEY_ID", KEY_ID if status != 401 else "wrong-key")
+        monkeypatch.setenv("APCA_API_SECRET_KEY", SECRET)
+        monkeypatch.setattr("finpod.cli.data.DEFAULT_RETRY", NO_WAIT)
+        with FakeAlpacaServer(key_id=KEY_ID, secret_key=SECRET) as fake:
+            if status in (403, 500):
+                fake.fail_next(status, times=100)
+            result = run_cli(*[arg.replace("{broker}", fake.url) for arg in args])
+    _assert_one_clean_line(result, case.expected)
+    out = tmp_path / "out"
+    assert not out.is_dir() or not any(out.iterdir()), sorted(out.rglob("*"))
+    assert _leftovers(tmp_path) == []
+
+
+def test_suite_covers_every_class_with_at_least_60_cases() -> None:
+    assert len(ALL_CASES) >= 60
+    assert len({case.name for case in ALL_CASES}) == len(ALL_CASES)
+    for group in (SPEC_CASES, FLAG_CASES, DATA_CASES, RUN_FOLDER_CASES, BROKER_CASES, DISK_CASES):
+        assert len(group) >= 4
+
+
+def test_a_bug_is_one_line_with_a_hint_and_verbose_shows_the_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The catch-all: an unexpected exception is a one-line internal error, exit 1; -v adds the trace."""
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr("finpod.cli.data.dataset_info", broken)
+    result = run_cli("data", "info", "somewhere")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "error: internal error (ZeroDivisionError: boom); rerun with -v for the traceback"
+    )
+    verbose = run_cli("-v", "data", "info", "somewhere")
+    assert "Traceback" in verbose.stderr
+    assert verbose.stderr.strip().splitlines()[-1].startswith("error: internal error")

@@ -28,6 +28,7 @@ is float32, NaN-free, on the device of the inputs.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Final
@@ -137,8 +138,12 @@ def lag_difference(x: torch.Tensor, lag_bars: int) -> torch.Tensor:
     return out
 
 
+@functools.lru_cache(maxsize=64)
 def _decay_matrix(size: int, decay: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """``(size, size)`` lower-triangular ``W[i, j] = decay ** (i - j)`` for ``j <= i``, else exactly 0."""
+    """``(size, size)`` lower-triangular ``W[i, j] = decay ** (i - j)`` for ``j <= i``, else exactly 0.
+
+    Cached (read-only): the online features of paper trading rebuild the same few matrices every bar.
+    """
     lags = torch.arange(size, device=device, dtype=torch.float64)
     lag_matrix = lags[:, None] - lags[None, :]
     return torch.where(lag_matrix >= 0, decay ** lag_matrix.clamp(min=0), 0.0).to(dtype)

@@ -105,3 +105,22 @@ def place_order(
     journal.event("error", message, bar_ns=intent.bar_ns, client_order_id=cid)
     logger.error(message)
     return None
+
+
+def refresh_orders(broker: Broker, journal: Journal) -> int:
+    """Ask the broker about every journaled order that can still fill; returns newly filled orders.
+
+    Raises:
+        BrokerUnreachable, BrokerBusy: the broker could not be asked.
+    """
+    changed = 0
+    for row in journal.pending_orders():
+        if row.status == "intent":
+            continue  # unresolved submits are settled by reconciliation, not here
+        found = broker.order_by_client_id(row.client_order_id)
+        if found is not None and journal.acknowledge(found) > 0:
+            changed += 1
+            journal.event(
+                "fill", f"{found.client_order_id} {found.status} {found.filled_qty:g} {found.symbol}"
+            )
+    return changed

@@ -37,3 +37,15 @@ def journal(tmp_path: Path) -> Iterator[Journal]:
     """A fresh journal file."""
     with Journal.open(tmp_path / "journal.sqlite") as j:
         yield j
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny daily run (3 symbols, 2019; best and a top-2 ensemble), trained once."""
+    import finpod
+    from tests.app.tiny import tiny_bars, tiny_spec, write_tiny_dataset
+
+    root = tmp_path_factory.mktemp("paper_run")
+    dataset = write_tiny_dataset(root / "data", tiny_bars(seed=11))
+    result = finpod.run(tiny_spec(dataset), out=root / "reports", quiet=True)
+    return Path(result.run_dir)

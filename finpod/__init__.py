@@ -3,27 +3,65 @@
 from typing import TYPE_CHECKING, Any
 
 from finpod.errors import BrokerError, DataError, FinpodError, SpecError
+from finpod.gym_ids import GYM_ID, register_envs
 
 if TYPE_CHECKING:
-    from finpod.api import RunResult, Spec, load_dataset, load_run, run
+    from finpod.api import (
+        RunResult,
+        Spec,
+        TraderPolicy,
+        backtest,
+        compare_runs,
+        load_dataset,
+        load_run,
+        make_env,
+        run,
+        runs,
+    )
 
 __all__ = [
+    "GYM_ID",
     "BrokerError",
     "DataError",
     "FinpodError",
     "RunResult",
     "Spec",
     "SpecError",
+    "TraderPolicy",
+    "backtest",
+    "compare_runs",
     "load_dataset",
     "load_run",
+    "make_env",
     "run",
+    "runs",
 ]
 __version__ = "0.1.0"
-_API = ("RunResult", "Spec", "load_dataset", "load_run", "run")
+_API = (
+    "RunResult",
+    "Spec",
+    "TraderPolicy",
+    "backtest",
+    "compare_runs",
+    "load_dataset",
+    "load_run",
+    "make_env",
+    "run",
+    "runs",
+)
+
+register_envs()
 
 
 def __getattr__(name: str) -> Any:
-    """The Python API (:mod:`finpod.api`), imported on first use so ``import finpod`` stays light."""
+    """The Python API (:mod:`finpod.api`), imported on first use so ``import finpod`` stays light.
+
+    ``finpod.backtest`` is the (callable) package :mod:`finpod.backtest`, which replays a run.
+    """
+    if name == "backtest":
+        import finpod.backtest as package
+
+        return package
     if name in _API:
         from finpod import api
 

@@ -1,16 +1,17 @@
 """The Python API for research scripts (re-exported as ``finpod.Spec``, ``finpod.run``, ...).
 
-Example::
+Example (the README's)::
 
     import finpod
 
-    bars, manifest = finpod.load_dataset("data/pooksoft_daily")       # bar-schema DataFrame
     spec = finpod.Spec.from_toml("strategies/demo.toml").with_(tournament={"budget_env_steps": 50_000})
-    result = finpod.run(spec)                                         # train, select, backtest, report
+    result = finpod.run(spec)                      # train, select on validation, backtest, report
     result.metrics                                 # DataFrame: Sharpe, drawdown, Calmar... per trader
-    result.backtest.traders["best"].returns        # pyfolio daily returns (pd.Series)
-    result.report_html                             # reports/<run_id>/report.html
-    again = finpod.load_run(result.run_dir)        # read a finished run back from its folder
+    trader = result.policy("best")                 # callable: observations (N, D) -> actions (N, A)
+    later = finpod.backtest(result, start="2018-07-02", end="2018-12-31", costs={"fee_rate": 0.001})
+    trader.export("best.pt2")                      # loads with torch alone: torch.export.load(...)
+    envs = finpod.make_env(spec, segment="train", num_envs=8)  # gymnasium VectorEnv
+    finpod.runs("reports")                         # every run under reports/, one row each
 """
 
 from __future__ import annotations
@@ -21,19 +22,35 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
+from finpod.catalog import compare as compare_runs
+from finpod.catalog import runs
 from finpod.data.store import Manifest, read_dataset
 from finpod.errors import SpecError
+from finpod.interop import make_env
 from finpod.paths import from_cwd
 from finpod.pipeline.main import RunResult, leaderboard_records
 from finpod.pipeline.main import run as _run_pipeline
 from finpod.pipeline.rundir import RunDir
+from finpod.replay import backtest
 from finpod.report.artifacts import read_segment
 from finpod.report.writer import HTML_FILE, METRICS_FILE, VALIDATION_DIR
 from finpod.spec import Spec
+from finpod.trader import TraderPolicy
 from podracer import Leaderboard
 from podracer.orchestrator import LEADERBOARD_DIR
 
-__all__ = ["RunResult", "Spec", "load_dataset", "load_run", "run"]
+__all__ = [
+    "RunResult",
+    "Spec",
+    "TraderPolicy",
+    "backtest",
+    "compare_runs",
+    "load_dataset",
+    "load_run",
+    "make_env",
+    "run",
+    "runs",
+]
 
 
 def load_dataset(path: str | Path) -> tuple[pd.DataFrame, Manifest]:
@@ -51,6 +68,7 @@ def run(
     resume: bool = False,
     data_root: str | Path | None = None,
     quiet: bool = False,
+    report: bool = True,
 ) -> RunResult:
     """Run the main job (train, select on validation, backtest, report) and return its results.
 
@@ -61,6 +79,8 @@ def run(
         data_root: where a synthetic spec's generated dataset is cached (default: ``./data``, or
             ``$FINPOD_HOME/data``).
         quiet: print nothing (no progress bar, no summary table).
+        report: False skips the plots and ``report.html`` (``metrics.json`` and the CSVs are still
+            written); ``finpod report RUN_DIR`` renders them later.
     """
     resolved = spec if isinstance(spec, Spec) else Spec.from_toml(spec)
     console = Console(quiet=quiet)
@@ -70,6 +90,7 @@ def run(
         resume=resume,
         data_root=None if data_root is None else Path(data_root),
         console=console,
+        report=report,
     )
 
 

@@ -1,10 +1,16 @@
 """Gymnasium faces of :class:`TradingEnv`: a torch ``VectorEnv`` and a numpy adapter.
 
-Both use gymnasium 1.x same-step autoreset (``metadata["autoreset_mode"] = AutoresetMode.SAME_STEP``):
-the observation of a finished env is already its next episode's first, and
-``info["final_obs"]`` ``(N, D)`` holds the observation reached, with ``info["_final_obs"]`` ``(N,)``
-marking the envs that finished. ``reset(options={"reset_mask": mask})`` restarts only the envs
-where the ``(N,)`` bool mask is true.
+Two gymnasium 1.x autoreset modes (``metadata["autoreset_mode"]``, gymnasium's ``AutoresetMode``):
+
+- ``SAME_STEP`` (finpod's native mode): the observation of a finished env is already its next
+  episode's first; ``info["final_obs"]`` ``(N, D)`` holds the observation reached, with
+  ``info["_final_obs"]`` ``(N,)`` marking the envs that finished.
+- ``NEXT_STEP`` (gymnasium's default, what RLlib and most libraries assume): the step that ends an
+  episode returns that episode's last observation, reward and flags; the NEXT step of that env
+  ignores its action and returns the new episode's first observation with reward 0 and both
+  flags false. Every final observation and reward is reported exactly once.
+
+``reset(options={"reset_mask": mask})`` restarts only the envs where the ``(N,)`` bool mask is true.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
 
 from finpod.env.trading_env import TradingEnv
+from finpod.errors import SpecError
 
 RESET_MASK_OPTION = "reset_mask"
 """``reset`` option naming the ``(N,)`` bool mask of envs to restart (the others keep going)."""
@@ -28,11 +35,16 @@ class TorchVectorEnv(VectorEnv):
 
     Args:
         env: the batched env to expose.
+        autoreset_mode: ``AutoresetMode.SAME_STEP`` (default) or ``AutoresetMode.NEXT_STEP``
+            (see the module doc); the strings ``"same_step"`` / ``"next_step"`` work too.
     """
 
-    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP}  # noqa: RUF012
-
-    def __init__(self, env: TradingEnv) -> None:
+    def __init__(
+        self, env: TradingEnv, autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP
+    ) -> None:
+        self.autoreset_mode = autoreset_mode_of(autoreset_mode)
+        self.metadata = {"autoreset_mode": self.autoreset_mode}
+        self._restart_next: torch.Tensor | None = None
         self.env = env
         self.num_envs = env.num_envs
         self.single_observation_space = spaces.Box(-np.inf, np.inf, shape=(env.obs_dim,), dtype=np.float32)
@@ -49,7 +61,10 @@ class TorchVectorEnv(VectorEnv):
         super().reset(seed=seed)
         if options and RESET_MASK_OPTION in options:
             mask = torch.as_tensor(options[RESET_MASK_OPTION], dtype=torch.bool, device=self.env.device)
+            if self._restart_next is not None:
+                self._restart_next = self._restart_next & ~mask
             return self.env.reset_envs(mask), {"bar_index": self.env.bar_index}
+        self._restart_next = None
         return self.env.reset(seed=seed)
 
     def step(
@@ -57,7 +72,25 @@ class TorchVectorEnv(VectorEnv):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         """One step of every env; actions ``(N, A)`` (any array type torch can read)."""
         obs, reward, terminated, truncated, info = self.env.step(torch.as_tensor(actions))
-        info["_final_obs"] = terminated | truncated
+        done = terminated | truncated
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            info["_final_obs"] = done
+            return obs, reward, terminated, truncated, info
+        restart = self._restart_next
+        if restart is not None and bool(restart.any()):
+            # These envs ended their episode on the previous step: this step opens the next one.
+            # TradingEnv had already restarted them and stepped them with an action gymnasium says
+            # to ignore, so restart them once more and report the new episode's first observation.
+            first = self.env.reset_envs(restart)
+            keep = ~restart
+            obs = torch.where(restart[:, None], first, info["final_obs"])
+            reward = torch.where(restart, torch.zeros_like(reward), reward)
+            terminated, truncated = terminated & keep, truncated & keep
+            done = done & keep
+        else:
+            obs = info["final_obs"]
+        del info["final_obs"]  # next-step mode reports the final observation as ``obs`` itself
+        self._restart_next = done
         return obs, reward, terminated, truncated, info
 
 
@@ -92,6 +125,23 @@ class NumpyVectorEnv(VectorWrapper):
             _to_numpy(truncated),
             {key: _to_numpy(value) for key, value in info.items()},
         )
+
+
+def autoreset_mode_of(mode: AutoresetMode | str) -> AutoresetMode:
+    """``AutoresetMode.SAME_STEP`` / ``NEXT_STEP`` from the enum, its value or ``same_step``/``next_step``.
+
+    Raises:
+        SpecError: any other mode (``DISABLED`` is not offered: the env always restarts itself).
+    """
+    names = {"same_step": AutoresetMode.SAME_STEP, "next_step": AutoresetMode.NEXT_STEP}
+    if isinstance(mode, AutoresetMode) and mode in names.values():
+        return mode
+    key = str(mode).lower().replace("-", "_")
+    by_value = {m.value.lower(): m for m in names.values()}
+    chosen = names.get(key) or by_value.get(key.replace("_", ""))
+    if chosen is None:
+        raise SpecError(f"autoreset_mode {mode!r}: unknown; fix: use 'same_step' or 'next_step'")
+    return chosen
 
 
 def _to_numpy(value: torch.Tensor) -> np.ndarray:

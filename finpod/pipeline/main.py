@@ -18,7 +18,7 @@ import platform
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import torch
@@ -42,6 +42,7 @@ from finpod.pipeline.inputs import (
 from finpod.pipeline.progress import TrainingMonitor
 from finpod.pipeline.rundir import RunDir, create_run_dir, find_resumable, reports_root
 from finpod.pipeline.summary import print_summary
+from finpod.pipeline.trader_inputs import save_trader_inputs
 from finpod.pipeline.training import (
     TRAIN_SEGMENT,
     AgentFactory,
@@ -57,6 +58,9 @@ from finpod.spec import Spec
 from podracer import Leaderboard, Policy, Tournament, TournamentConfig
 from podracer.api import Agent
 from podracer.orchestrator import STATE_NAME
+
+if TYPE_CHECKING:
+    from finpod.trader import TraderName, TraderPolicy
 
 PROBE_ENVS = 1
 PROBE_SEED = 0
@@ -93,6 +97,23 @@ class RunResult:
         """The same figures over the validation segment."""
         return metrics_table(self.validation)
 
+    def policy(self, which: TraderName = "best", *, device: str = "cpu") -> TraderPolicy:
+        """A trained trader as a callable on env observations ``(N, D)`` -> actions ``(N, A)``.
+
+        Args:
+            which: ``"best"``, ``"ensemble"`` (the top-k the run backtested) or a 1-based rank.
+            device: where it runs.
+        """
+        from finpod.trader import load_policy
+
+        return load_policy(
+            self.run_dir,
+            which,
+            ensemble_k=self.spec.tournament.ensemble_k,
+            action_mode=self.spec.env.action_mode,
+            device=device,
+        )
+
 
 def run(
     spec: Spec,
@@ -101,6 +122,7 @@ def run(
     resume: bool = False,
     data_root: Path | None = None,
     console: Console | None = None,
+    report: bool = True,
 ) -> RunResult:
     """Run the main job for ``spec`` and write its report.
 
@@ -111,6 +133,8 @@ def run(
         data_root: where a synthetic spec's generated dataset is cached (default: ``./data``, or
             ``$FINPOD_HOME/data``).
         console: where progress and the summary go (default: stdout).
+        report: False skips the plots and ``report.html`` (metrics.json and the CSVs are still
+            written; ``finpod report RUN_DIR`` renders the page later).
 
     Raises:
         SpecError, DataError: a bad spec, option or dataset (one line each).
@@ -142,6 +166,8 @@ def run(
             markup=False,
             soft_wrap=True,
         )
+    if panel.feature_stats is not None:
+        save_trader_inputs(run_dir.root, symbols, panel.feature_stats)
     try:
         leaderboard, history = train(spec, panel, run_dir, device, resume=resume, console=console)
     except BaseException:
@@ -163,10 +189,11 @@ def run(
         spec=spec.resolved_dict(),
         leaderboard_history=history,
         leaderboard_entries=entries,
-        run_info=run_dir.read_info(),
+        run_info={**run_dir.read_info(), "status": "done"},  # what the page describes: a finished run
+        render=report,
     )
     run_dir.set_status("done")
-    print_summary(console, backtest, validation, paths.html)
+    print_summary(console, backtest, validation, paths.html if report else None)
     return RunResult(run_dir.root, spec, validation, backtest, entries, paths.html)
 
 

@@ -54,7 +54,7 @@ from finpod.report.metrics import (
 )
 from finpod.report.plots import primary_trader, render_plots
 from finpod.report.summary import headline, report_notes, spec_summary
-from finpod.report.tearsheet import write_tearsheet
+from finpod.report.tearsheet import TearSheet, write_tearsheet
 
 METRICS_SCHEMA_VERSION = 1
 """Version of ``metrics.json``'s layout; bumped on any incompatible change."""
@@ -64,6 +64,7 @@ INPUTS_FILE = "report_inputs.json"
 PLOTS_DIR = "plots"
 TEARSHEET_FILE = "tearsheet.png"
 VALIDATION_DIR = "validation"
+NOT_RENDERED_NOTE = "report not rendered (--no-report); fix: `finpod report RUN_DIR` renders it"
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class ReportPaths:
 
     Attributes:
         root: the report folder.
-        html: ``report.html``.
+        html: ``report.html`` (not written by ``write_report(render=False)``).
         metrics_json: ``metrics.json``.
         returns_csv, positions_csv, transactions_csv: the backtest segment in pyfolio format.
         plots: figure name -> PNG path.
@@ -131,6 +132,7 @@ def write_report(
     leaderboard_history: list[dict[str, Any]],
     leaderboard_entries: list[dict[str, Any]],
     run_info: dict[str, Any],
+    render: bool = True,
 ) -> ReportPaths:
     """Write the whole report of a run into ``out_dir`` (see module doc for the layout).
 
@@ -142,6 +144,9 @@ def write_report(
         leaderboard_history: snapshots ``{elapsed_s, env_steps, best_score, scores}`` over the run.
         leaderboard_entries: final entries ``{rank, pod_id, generation, parent_id, score, ...}``.
         run_info: run metadata (``run_id``, versions, device, ...), shown in the page footer.
+        render: False writes only the data (``metrics.json``, CSVs, ``report_inputs.json``) and
+            skips the plots, tear sheet and ``report.html`` (seconds instead of ~25 s);
+            ``finpod report RUN_DIR`` renders them later.
 
     Returns:
         The paths written.
@@ -168,12 +173,16 @@ def write_report(
     backtest_metrics = segment_metrics(backtest)
     validation_metrics = None if validation is None else segment_metrics(validation)
     primary = primary_trader(backtest)
-    tearsheet = write_tearsheet(
-        primary.returns,
-        benchmark_returns_of(backtest),
-        trader_name=primary.name,
-        benchmark_name=backtest.benchmark_name,
-        path=out_dir / TEARSHEET_FILE,
+    tearsheet = (
+        write_tearsheet(
+            primary.returns,
+            benchmark_returns_of(backtest),
+            trader_name=primary.name,
+            benchmark_name=backtest.benchmark_name,
+            path=out_dir / TEARSHEET_FILE,
+        )
+        if render
+        else TearSheet(None, None, [], NOT_RENDERED_NOTE)
     )
     segments = {"backtest": _segment_meta(backtest, backtest_metrics)}
     if validation is not None and validation_metrics is not None:
@@ -193,6 +202,18 @@ def write_report(
         "segments": segments,
     }
     write_text_atomic(out_dir / METRICS_FILE, _json_text(metrics_json))
+    if not render:
+        return ReportPaths(
+            root=out_dir,
+            html=out_dir / HTML_FILE,
+            metrics_json=out_dir / METRICS_FILE,
+            returns_csv=out_dir / SERIES_FILES["returns"],
+            positions_csv=out_dir / POSITIONS_FILE,
+            transactions_csv=out_dir / TRANSACTIONS_FILE,
+            plots={},
+            tearsheet=None,
+            validation_dir=None if validation is None else out_dir / VALIDATION_DIR,
+        )
 
     plots = render_plots(backtest, history, out_dir / PLOTS_DIR)
     html = render_html(

@@ -1,0 +1,51 @@
+"""What a replay needs to rebuild a run's observations: its columns and its feature statistics.
+
+A run saves them in ``<run>/trader_inputs.pt`` (loaded with ``weights_only=True``) right after it
+builds its selection panel, so :func:`finpod.replay.backtest` never refits them on other data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from finpod.data.features import FeatureStats
+from finpod.errors import DataError
+from finpod.pipeline.inputs import load_bars, selection_panel, universe_symbols
+from finpod.pipeline.rundir import RunDir
+from finpod.spec import Spec
+
+TRADER_INPUTS_FILE = "trader_inputs.pt"
+"""In a run folder: the traded symbols (in column order) and the train-segment feature statistics."""
+
+
+def save_trader_inputs(run_root: Path, symbols: list[str], stats: FeatureStats) -> Path:
+    """Save what a replay needs to rebuild the run's observations: columns and feature statistics."""
+    path = run_root / TRADER_INPUTS_FILE
+    payload = {
+        "symbols": list(symbols),
+        "feature_names": list(stats.names),
+        "mean": stats.mean.detach().cpu(),
+        "std": stats.std.detach().cpu(),
+    }
+    tmp = path.with_suffix(".tmp")
+    torch.save(payload, tmp)
+    tmp.replace(path)
+    return path
+
+
+def trader_inputs(run: RunDir, spec: Spec) -> tuple[list[str], FeatureStats]:
+    """The run's symbols and feature statistics: saved ones, else recomputed from its spec and data."""
+    path = run.root / TRADER_INPUTS_FILE
+    if path.is_file():
+        saved: dict[str, Any] = torch.load(path, weights_only=True)
+        stats = FeatureStats(tuple(saved["feature_names"]), saved["mean"], saved["std"])
+        return list(saved["symbols"]), stats
+    bars = load_bars(Path(run.read_info()["dataset"]))
+    symbols = universe_symbols(spec, bars)
+    panel = selection_panel(spec, bars, symbols, "cpu")
+    if panel.feature_stats is None:  # build_panel always fits them; guard for the type checker
+        raise DataError(f"{run.root}: the run's panel has no feature statistics")
+    return symbols, panel.feature_stats

@@ -1,0 +1,165 @@
+"""A finished run's trained trader as a plain callable, and its export to a self-contained file.
+
+``run.policy("best")`` (the selected agent), ``run.policy("ensemble")`` (the top-k ensemble the
+run backtested) or ``run.policy(2)`` (the leaderboard entry ranked 2, 1 = best) returns a
+:class:`TraderPolicy`: observations ``(N, D)`` in, actions ``(N, A)`` out, deterministic. The
+observation is the env's (:mod:`finpod.env.observation`), built with the run's own feature
+normalisation (see :func:`finpod.replay.backtest` to trade it on other data).
+
+:meth:`TraderPolicy.export` writes a ``torch.export`` program (``.pt2``) that loads with torch
+alone, no finpod or podracer::
+
+    program = torch.export.load("trader.pt2").module()
+    actions = program(observations)          # float32 (N, D) -> (N, A)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import nn
+
+from finpod.errors import SpecError
+from finpod.pipeline.main import ensemble_policy
+from finpod.pipeline.rundir import RunDir
+from finpod.pipeline.training import deterministic_policy
+from podracer import Leaderboard
+from podracer.api import Agent, Policy
+from podracer.orchestrator import LEADERBOARD_DIR
+from podracer.ppo import PPOAgent
+
+TraderName = Literal["best", "ensemble"] | int
+"""``"best"``, ``"ensemble"`` or a 1-based leaderboard rank (1 = best)."""
+EXPORT_SUFFIX = ".pt2"
+"""File suffix of an exported policy (``torch.export.save``)."""
+
+
+@dataclass(frozen=True)
+class TraderPolicy:
+    """A trained trader: deterministic observations ``(N, D)`` -> actions ``(N, A)``.
+
+    Attributes:
+        name: ``"best"``, ``"ensemble_top<k>"`` or ``"rank<r>"``.
+        obs_dim: ``D``, the observation width it expects.
+        action_dim: ``A``: ``M + 1`` target weights over ``[cash, asset_1 .. asset_M]`` in
+            ``weights`` mode, ``M`` share deltas in ``share_delta`` mode.
+        action_mode: the env's action mode the trader was trained for.
+        device: where it runs (observations are moved there).
+        agents: the leaderboard agents it is made of (one, or the ensemble's k).
+    """
+
+    name: str
+    obs_dim: int
+    action_dim: int
+    action_mode: str
+    device: torch.device
+    agents: tuple[Agent, ...]
+    act: Policy
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        """Actions ``(N, A)`` float32 for observations ``(N, D)`` (any array torch can read)."""
+        batch = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        if batch.ndim != 2 or batch.shape[1] != self.obs_dim:
+            raise SpecError(
+                f"{self.name}: observations must have shape (N, {self.obs_dim}), got {tuple(batch.shape)}; "
+                "fix: pass a batch of env observations (finpod.make_env or finpod.backtest builds them)"
+            )
+        with torch.no_grad():
+            return self.act(batch)
+
+    def export(self, path: str | Path) -> Path:
+        """Write the trader as a ``torch.export`` program that needs only torch to load and run.
+
+        The program maps float32 observations ``(N, D)`` (any ``N`` >= 1, on the CPU) to actions
+        ``(N, A)``; a JSON sidecar ``<path>.json`` records names and sizes. Returns the path written.
+        """
+        target = Path(path).expanduser().resolve()
+        if target.suffix != EXPORT_SUFFIX:
+            target = target.with_suffix(target.suffix + EXPORT_SUFFIX)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        module = _Exportable(self)
+        example = torch.zeros((2, self.obs_dim), dtype=torch.float32, device=self.device)
+        program = torch.export.export(
+            module, (example,), dynamic_shapes={"obs": {0: torch.export.Dim("batch", min=1)}}
+        )
+        torch.export.save(program, str(target))
+        sidecar = {"name": self.name, "obs_dim": self.obs_dim, "action_dim": self.action_dim}
+        sidecar |= {"action_mode": self.action_mode, "device": str(self.device)}
+        target.with_suffix(target.suffix + ".json").write_text(
+            json.dumps(sidecar, indent=2), encoding="utf-8"
+        )
+        return target
+
+
+class _Exportable(nn.Module):
+    """The trader as one ``nn.Module``: its agents' modules registered so export lifts their weights."""
+
+    def __init__(self, trader: TraderPolicy) -> None:
+        super().__init__()
+        self.parts = nn.ModuleList(
+            [
+                value
+                for agent in trader.agents
+                for value in vars(agent).values()
+                if isinstance(value, nn.Module)
+            ]
+        )
+        self._act = trader.act
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self._act(obs)
+
+
+def load_policy(
+    run_dir: str | Path, which: TraderName = "best", *, ensemble_k: int, action_mode: str, device: str = "cpu"
+) -> TraderPolicy:
+    """The trader ``which`` of the run in ``run_dir``, rebuilt from its leaderboard snapshots.
+
+    Args:
+        run_dir: the run's folder.
+        which: ``"best"``, ``"ensemble"`` (the top ``ensemble_k`` entries, as the run traded them)
+            or a 1-based leaderboard rank.
+        ensemble_k: the spec's ``tournament.ensemble_k``.
+        action_mode: the spec's ``env.action_mode``.
+        device: where the trader runs (``"cpu"`` or ``"cuda"``).
+
+    Raises:
+        SpecError: no leaderboard in the folder, an unknown name, or a rank that does not exist.
+    """
+    board_dir = RunDir(Path(run_dir).expanduser().resolve()).tournament / LEADERBOARD_DIR
+    if not board_dir.is_dir():
+        raise SpecError(f"{run_dir}: no leaderboard; fix: pass a run folder whose tournament has scored pods")
+    board = Leaderboard.open(board_dir)
+    size = len(board.entries)
+    where = torch.device(device)
+    if which == "best":
+        ranks, name = [0], "best"
+    elif which == "ensemble":
+        k = min(ensemble_k, size)
+        if k < 2:
+            raise SpecError(
+                f"{run_dir}: the leaderboard has {size} entry, an ensemble needs 2; fix: use policy('best')"
+            )
+        ranks, name = list(range(k)), f"ensemble_top{k}"
+    elif isinstance(which, int) and not isinstance(which, bool) and 1 <= which <= size:
+        ranks, name = [which - 1], f"rank{which}"
+    else:
+        raise SpecError(
+            f"policy {which!r}: unknown trader; fix: use 'best', 'ensemble' or a rank from 1 to {size}"
+        )
+    agents = tuple(PPOAgent.from_state_dict(board.load_state(rank), where) for rank in ranks)
+    act = deterministic_policy(agents[0]) if len(agents) == 1 else ensemble_policy(list(agents), action_mode)
+    first = agents[0]
+    return TraderPolicy(
+        name=name,
+        obs_dim=first.obs_dim,
+        action_dim=first.action_dim,
+        action_mode=action_mode,
+        device=where,
+        agents=agents,
+        act=act,
+    )

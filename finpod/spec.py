@@ -194,9 +194,10 @@ class EnvSpec(_Model):
     fill: Literal["next_open", "next_close"] = Field(
         "next_open", description='fill price of an order: "next_open" or "next_close"', examples=["next_open"]
     )
-    reward: Literal["log_return", "pnl", "risk_penalised"] = Field(
+    reward: Literal["log_return", "pnl", "risk_penalised", "excess_log_return"] = Field(
         "log_return",
-        description='"log_return", "pnl" (reference-compatible) or "risk_penalised"',
+        description='"log_return", "pnl" (reference-compatible), "risk_penalised" or "excess_log_return" '
+        "(log return minus the equal-weight basket's)",
         examples=["log_return"],
     )
     reward_scale: float = Field(100.0, gt=0, description="multiplier on the reward", examples=[100])

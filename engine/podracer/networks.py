@@ -1,12 +1,11 @@
-"""Actor-critic MLP and the bounded-action distribution it parameterises.
+"""The flat actor-critic MLP (``policy = "mlp"``) and the MLP builder every network uses.
 
 Shapes: ``B`` rows (envs or a minibatch), ``D`` observation size, ``A`` action size.
 
-The policy is a product of independent Beta distributions on the unit interval, one per action
-dimension, with both concentrations ``1 + softplus(.)`` so that every marginal is unimodal and has a
-finite density at the bounds. The agent scales a unit sample ``u`` to ``low + (high - low) * u``;
-log-probabilities and entropies are those of ``u`` (the affine scaling shifts both by the constant
-``A * log(high - low)``, which cancels in PPO's probability ratio and has no gradient).
+The flat policy is a product of independent Beta distributions on the unit interval, one per action
+dimension (:class:`podracer.distributions.BetaPolicyDistribution`), with both concentrations
+``1 + softplus(.)`` so that every marginal is unimodal and has a finite density at the bounds. The
+cross-sectional network for entity-structured observations lives in :mod:`podracer.entity`.
 """
 
 from __future__ import annotations
@@ -16,6 +15,10 @@ from typing import Literal
 
 import torch
 from torch import nn
+
+from podracer.distributions import BetaPolicyDistribution
+
+__all__ = ["Activation", "ActorCritic", "BetaPolicyDistribution", "mlp", "mlp_body"]
 
 Activation = Literal["tanh", "relu", "elu"]
 """Hidden-layer nonlinearity of the MLPs."""
@@ -28,9 +31,6 @@ ACTOR_HEAD_INIT_GAIN = 0.01
 """Orthogonal-init gain of the actor's output layer: near-zero logits give a broad initial policy."""
 CRITIC_HEAD_INIT_GAIN = 1.0
 """Orthogonal-init gain of the critic's output layer."""
-UNIT_SAMPLE_MARGIN = 1e-6
-"""Unit-interval samples are clamped to ``[margin, 1 - margin]`` before ``log`` so a float32 sample
-that rounded to exactly 0 or 1 keeps a finite log-probability."""
 
 
 def _linear(in_features: int, out_features: int, gain: float, generator: torch.Generator) -> nn.Linear:
@@ -38,6 +38,18 @@ def _linear(in_features: int, out_features: int, gain: float, generator: torch.G
     nn.init.orthogonal_(layer.weight, gain=gain, generator=generator)
     nn.init.zeros_(layer.bias)
     return layer
+
+
+def mlp_body(
+    in_features: int, hidden_sizes: tuple[int, ...], activation: Activation, generator: torch.Generator
+) -> nn.Sequential:
+    """Hidden layers only, each followed by ``activation``: ``(..., in) -> (..., hidden_sizes[-1])``."""
+    layers: list[nn.Module] = []
+    width = in_features
+    for hidden in hidden_sizes:
+        layers += [_linear(width, hidden, HIDDEN_INIT_GAIN, generator), _ACTIVATIONS[activation]()]
+        width = hidden
+    return nn.Sequential(*layers)
 
 
 def mlp(
@@ -68,53 +80,6 @@ def mlp(
         width = hidden
     layers.append(_linear(width, out_features, head_gain, generator))
     return nn.Sequential(*layers)
-
-
-class BetaPolicyDistribution:
-    """Independent Beta distributions over ``A`` unit-interval action dimensions, batched over ``B``.
-
-    Args:
-        alpha: ``(B, A)`` first concentration, > 1.
-        beta: ``(B, A)`` second concentration, > 1.
-    """
-
-    def __init__(self, alpha: torch.Tensor, beta: torch.Tensor) -> None:
-        self.alpha = alpha
-        self.beta = beta
-
-    def sample(self, generator: torch.Generator) -> torch.Tensor:
-        """Draw unit-interval actions ``(B, A)`` from ``generator`` (no gradient).
-
-        A Beta(a, b) draw is the first coordinate of a Dirichlet(a, b) draw; torch's Dirichlet
-        sampler is the one ``torch.distributions.Beta`` uses, called here with an explicit
-        generator so that each agent owns its randomness.
-        """
-        concentration = torch.stack((self.alpha.detach(), self.beta.detach()), dim=-1)
-        return torch._sample_dirichlet(concentration, generator=generator)[..., 0]
-
-    def mean(self) -> torch.Tensor:
-        """The distribution's mean ``(B, A)`` on the unit interval: ``alpha / (alpha + beta)``."""
-        return self.alpha / (self.alpha + self.beta)
-
-    def log_prob(self, unit_actions: torch.Tensor) -> torch.Tensor:
-        """Joint log-density ``(B,)`` of unit-interval actions ``(B, A)`` (nats)."""
-        u = unit_actions.clamp(UNIT_SAMPLE_MARGIN, 1.0 - UNIT_SAMPLE_MARGIN)
-        a, b = self.alpha, self.beta
-        log_norm = torch.lgamma(a) + torch.lgamma(b) - torch.lgamma(a + b)
-        per_dim = (a - 1.0) * torch.log(u) + (b - 1.0) * torch.log1p(-u) - log_norm
-        return per_dim.sum(dim=-1)
-
-    def entropy(self) -> torch.Tensor:
-        """Joint differential entropy ``(B,)`` on the unit interval (nats)."""
-        a, b = self.alpha, self.beta
-        log_norm = torch.lgamma(a) + torch.lgamma(b) - torch.lgamma(a + b)
-        per_dim = (
-            log_norm
-            - (a - 1.0) * torch.digamma(a)
-            - (b - 1.0) * torch.digamma(b)
-            + (a + b - 2.0) * torch.digamma(a + b)
-        )
-        return per_dim.sum(dim=-1)
 
 
 class ActorCritic(nn.Module):

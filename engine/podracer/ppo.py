@@ -6,9 +6,9 @@ size, ``B = T * N`` transitions per round.
 One training round (:meth:`PPOAgent.train_round`):
 
 1. **Collect** ``T`` steps from all ``N`` envs into preallocated ``(T, N, ...)`` buffers on the env's
-   device, sampling actions from a Beta policy scaled to ``[action_low, action_high]``. Nothing in
-   this loop reads a tensor back to the host. The critic then values all ``B`` observations in a
-   few large batches.
+   device, sampling actions from the policy (:data:`PolicyKind`) scaled to ``[action_low,
+   action_high]``. Nothing in this loop reads a tensor back to the host. The critic then values
+   all ``B`` observations in a few large batches.
 2. **Bootstrap truncations**: where an episode was *truncated* (time limit, end of data), the reward
    of that step gets ``gamma * V(final_obs)``; where it *terminated*, it does not.
 3. **GAE**: advantages and returns by generalised advantage estimation (:func:`compute_gae`).
@@ -36,11 +36,20 @@ import torch
 from torch import nn
 
 from podracer.api import RoundStats, TensorVectorEnv
+from podracer.distributions import PolicyDistribution
+from podracer.entity import CrossSectionalActorCritic, EntityLayout
 from podracer.errors import PodracerError, SnapshotError
 from podracer.networks import Activation, ActorCritic
 
 LrSchedule = Literal["constant", "linear"]
 """``constant``: always ``learning_rate``; ``linear``: decays to 0 at ``total_env_steps``."""
+
+PolicyKind = Literal["mlp", "cross_sectional"]
+"""``mlp``: flat actor and critic MLPs over the whole observation, a Beta per action dimension
+(:class:`podracer.networks.ActorCritic`); ``cross_sectional``: shared per-entity encoders, pooled
+context, softmax-of-Gaussian-scores weights (:class:`podracer.entity.CrossSectionalActorCritic`);
+needs an :class:`podracer.entity.EntityLayout`."""
+POLICY_KINDS: tuple[str, ...] = ("mlp", "cross_sectional")
 
 STATE_FORMAT = "podracer.ppo/1"
 """Tag stored in every :meth:`PPOAgent.state_dict`, checked on load."""
@@ -79,11 +88,13 @@ class PPOConfig:
         normalize_advantages: standardise advantages per minibatch (zero mean, unit variance).
         normalize_observations: normalise observations with running per-feature mean and variance.
         obs_clip: normalised observations are clipped to ``[-obs_clip, obs_clip]`` (standard deviations).
-        hidden_sizes: hidden-layer widths of the actor and of the critic MLPs.
+        hidden_sizes: hidden-layer widths of the actor and of the critic MLPs (``cross_sectional``:
+            of the shared per-entity encoders; the last width is also the heads' hidden width).
         activation: hidden-layer nonlinearity (``tanh``, ``relu`` or ``elu``).
         adam_eps: Adam's denominator epsilon.
         target_kl: stop a round's remaining epochs once the mean approximate KL of an epoch exceeds
             this (nats); ``None`` never stops early.
+        policy: the network and action distribution (:data:`PolicyKind`).
     """
 
     rollout_steps: int = 64
@@ -107,6 +118,7 @@ class PPOConfig:
     activation: Activation = "relu"
     adam_eps: float = 1e-5
     target_kl: float | None = None
+    policy: PolicyKind = "mlp"
 
     PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {
         "learning_rate": (1e-5, 3e-3),
@@ -145,6 +157,8 @@ class PPOConfig:
             raise AgentError(
                 f"PPOConfig.lr_schedule must be 'constant' or 'linear', got {self.lr_schedule!r}"
             )
+        if self.policy not in POLICY_KINDS:
+            raise AgentError(f"PPOConfig.policy must be 'mlp' or 'cross_sectional', got {self.policy!r}")
         if self.activation not in ("tanh", "relu", "elu"):
             raise AgentError(f"PPOConfig.activation must be 'tanh', 'relu' or 'elu', got {self.activation!r}")
         if not self.hidden_sizes or any(int(h) < 1 for h in self.hidden_sizes):
@@ -281,9 +295,13 @@ class RunningMeanStd(nn.Module):
 
     def normalize(self, obs: torch.Tensor, clip: float) -> torch.Tensor:
         """``(obs - mean) / std`` clipped to ``[-clip, clip]``, float32 ``(B, D)``."""
-        mean = self.mean.to(obs.dtype)
-        std = self.var.to(obs.dtype).add(1e-8).sqrt()
-        return ((obs - mean) / std).clamp(-clip, clip)
+        return self.standardize(obs, self.mean, self.var, clip)
+
+    @staticmethod
+    def standardize(obs: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, clip: float) -> torch.Tensor:
+        """``(obs - mean) / sqrt(var + 1e-8)`` clipped to ``[-clip, clip]`` in ``obs``'s dtype ``(B, D)``."""
+        std = var.to(obs.dtype).add(1e-8).sqrt()
+        return ((obs - mean.to(obs.dtype)) / std).clamp(-clip, clip)
 
 
 @dataclass
@@ -292,7 +310,8 @@ class Rollout:
 
     Attributes:
         obs: ``(T, N, D)`` observations the policy saw (normalised when enabled).
-        unit_actions: ``(T, N, A)`` sampled actions on the unit interval (before scaling).
+        unit_actions: ``(T, N, A)`` sampled raw actions (the distribution's space: unit-interval
+            Beta draws, or Gaussian scores), before squashing and scaling.
         log_probs: ``(T, N)`` log-density of ``unit_actions`` under the rollout policy.
         values: ``(T, N)`` critic values of ``obs``.
         rewards: ``(T, N)`` env rewards, then bootstrapped on truncation.
@@ -338,7 +357,7 @@ class Rollout:
 
 
 class PPOAgent:
-    """A PPO learner with a Beta policy over a box ``[action_low, action_high]^A``.
+    """A PPO learner over a box ``[action_low, action_high]^A`` (Beta or logistic-normal policy).
 
     Satisfies :class:`podracer.api.Agent`.
 
@@ -351,6 +370,9 @@ class PPOAgent:
         device: where the networks, buffers and random generator live (must be the env's device).
         seed: seeds the network initialisation and every random draw of the agent (action sampling,
             minibatch shuffling, env reset seeds).
+        layout: how observations and actions split into entities and globals; required by
+            ``policy = "cross_sectional"`` (its ``obs_dim`` and ``action_dim`` must match), ignored
+            by ``mlp``.
     """
 
     def __init__(
@@ -362,6 +384,7 @@ class PPOAgent:
         config: PPOConfig,
         device: torch.device | str = "cpu",
         seed: int = 0,
+        layout: EntityLayout | None = None,
     ) -> None:
         if obs_dim < 1 or action_dim < 1:
             raise AgentError(f"obs_dim and action_dim must be >= 1, got {obs_dim} and {action_dim}")
@@ -375,9 +398,8 @@ class PPOAgent:
         self.device = torch.device(device)
         self.seed = seed
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
-        self.model = ActorCritic(obs_dim, action_dim, config.hidden_sizes, config.activation, seed).to(
-            self.device
-        )
+        self.layout = layout
+        self.model = self._new_model().to(self.device)
         self.obs_stats = RunningMeanStd(obs_dim).to(self.device)
         self.optimizer = self._new_optimizer()
         self.env_steps = 0
@@ -385,6 +407,22 @@ class PPOAgent:
         self._env: TensorVectorEnv | None = None
         self._next_obs: torch.Tensor | None = None
         self._rollout: Rollout | None = None
+
+    def _new_model(self) -> ActorCritic | CrossSectionalActorCritic:
+        cfg, layout = self.config, self.layout
+        if cfg.policy == "mlp":
+            return ActorCritic(self.obs_dim, self.action_dim, cfg.hidden_sizes, cfg.activation, self.seed)
+        if layout is None:
+            raise AgentError(
+                "policy 'cross_sectional' needs an EntityLayout of the observation; pass layout= "
+                "or use policy 'mlp'"
+            )
+        if (layout.obs_dim, layout.action_dim) != (self.obs_dim, self.action_dim):
+            raise AgentError(
+                f"entity layout describes obs_dim={layout.obs_dim}, action_dim={layout.action_dim}; "
+                f"the agent has {self.obs_dim}, {self.action_dim}"
+            )
+        return CrossSectionalActorCritic(layout, cfg.hidden_sizes, cfg.activation, self.seed)
 
     def _new_optimizer(self) -> torch.optim.Adam:
         # fused: one kernel per step over all parameters (CPU and CUDA).
@@ -397,6 +435,9 @@ class PPOAgent:
     def _normalize(self, obs: torch.Tensor) -> torch.Tensor:
         if not self.config.normalize_observations:
             return obs
+        if isinstance(self.model, CrossSectionalActorCritic):  # every entity normalised alike
+            mean, var = self.model.layout.tie_statistics(self.obs_stats.mean, self.obs_stats.var)
+            return RunningMeanStd.standardize(obs, mean, var, self.config.obs_clip)
         return self.obs_stats.normalize(obs, self.config.obs_clip)
 
     def _scale(self, unit_actions: torch.Tensor) -> torch.Tensor:
@@ -408,9 +449,9 @@ class PPOAgent:
 
         Deterministic actions are the policy's mean; stochastic ones are drawn from the agent's generator.
         """
-        dist = self.model.distribution(self._normalize(obs))
-        unit = dist.mean() if deterministic else dist.sample(self.generator)
-        return self._scale(unit)
+        dist: PolicyDistribution = self.model.distribution(self._normalize(obs))
+        raw = dist.mode() if deterministic else dist.sample(self.generator)
+        return self._scale(dist.squash(raw))
 
     # ------------------------------------------------------------------ collecting
 
@@ -451,12 +492,12 @@ class PPOAgent:
             obs_sum += raw_obs.sum(0).double()
             obs_sumsq += raw_obs.square().sum(0).double()
             obs = self._normalize(raw_obs)
-            dist = self.model.distribution(obs)
-            unit = dist.sample(self.generator)
+            dist: PolicyDistribution = self.model.distribution(obs)
+            raw = dist.sample(self.generator)
             buf.obs[t] = obs
-            buf.unit_actions[t] = unit
-            buf.log_probs[t] = dist.log_prob(unit)
-            raw_obs, reward, terminated, truncated, info = env.step(self._scale(unit))
+            buf.unit_actions[t] = raw
+            buf.log_probs[t] = dist.log_prob(raw)
+            raw_obs, reward, terminated, truncated, info = env.step(self._scale(dist.squash(raw)))
             buf.rewards[t] = reward
             buf.terminated[t] = terminated
             buf.truncated[t] = truncated
@@ -610,7 +651,8 @@ class PPOAgent:
         """Everything needed to resume, as tensors and plain Python values.
 
         Loads with ``torch.load(path, weights_only=True)``. Keys: ``format``, ``config`` (plain
-        dict), ``obs_dim``, ``action_dim``, ``action_low``, ``action_high``, ``seed``, ``model``,
+        dict), ``obs_dim``, ``action_dim``, ``action_low``, ``action_high``, ``seed``, ``layout``
+        (plain dict or ``None``), ``model``,
         ``obs_stats``, ``optimizer``, ``env_steps``, ``policy_version``, ``rng_state`` and
         ``rng_device_type`` (the generator's device type: CPU and CUDA generator states differ).
         """
@@ -622,6 +664,7 @@ class PPOAgent:
             "action_low": self.action_low,
             "action_high": self.action_high,
             "seed": self.seed,
+            "layout": None if self.layout is None else self.layout.to_dict(),
             "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
             "obs_stats": {k: v.detach().clone() for k, v in self.obs_stats.state_dict().items()},
             "optimizer": self.optimizer.state_dict(),
@@ -672,11 +715,14 @@ class PPOAgent:
                 f"snapshot is for obs_dim={state['obs_dim']}, action_dim={state['action_dim']}; "
                 f"this agent has {self.obs_dim}, {self.action_dim}"
             )
-        theirs = (tuple(state["config"]["hidden_sizes"]), state["config"]["activation"])
-        if theirs != (self.config.hidden_sizes, self.config.activation):
+        config = state["config"]
+        theirs = (tuple(config["hidden_sizes"]), config["activation"], config.get("policy", "mlp"))
+        ours = (self.config.hidden_sizes, self.config.activation, self.config.policy)
+        if theirs != ours:
             raise SnapshotError(
-                f"snapshot network has hidden_sizes={theirs[0]}, activation={theirs[1]!r}; this agent has "
-                f"{self.config.hidden_sizes}, {self.config.activation!r}: build the agent with the snapshot's"
+                f"snapshot network has hidden_sizes={theirs[0]}, activation={theirs[1]!r}, "
+                f"policy={theirs[2]!r}; this agent has {ours[0]}, {ours[1]!r}, {ours[2]!r}: "
+                "build the agent with the snapshot's"
             )
         self.model.load_state_dict(state["model"])
         self.obs_stats.load_state_dict(state["obs_stats"])
@@ -699,6 +745,7 @@ class PPOAgent:
             config=PPOConfig.from_dict(state["config"]),
             device=device,
             seed=int(state["seed"]),
+            layout=None if state.get("layout") is None else EntityLayout.from_dict(state["layout"]),
         )
         agent.load_state_dict(state)
         return agent

@@ -170,7 +170,9 @@ def run_train_bench(
         torch.cuda.reset_peak_memory_stats(device)
     panel = random_walk_panel(num_sessions, num_assets, num_features, seed)
     env = TradingEnv(panel, "train", EnvConfig(), num_envs, seed=seed, device=device)
-    agent = PPOAgent(env.obs_dim, env.action_dim, env.action_low, env.action_high, config, device, seed)
+    agent = PPOAgent(
+        env.obs_dim, env.action_dim, env.action_low, env.action_high, config, device, seed, layout=env.layout
+    )
     for _ in range(warmup_rounds):
         agent.train_round(env)
     peak_before = measure_matmul_peak(device, matmul_size, matmul_repeats)

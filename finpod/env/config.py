@@ -10,11 +10,11 @@ from finpod.errors import SpecError
 
 ActionMode = Literal["weights", "share_delta"]
 FillMode = Literal["next_open", "next_close"]
-RewardMode = Literal["log_return", "pnl", "risk_penalised"]
+RewardMode = Literal["log_return", "pnl", "risk_penalised", "excess_log_return"]
 
 ACTION_MODES: tuple[str, ...] = ("weights", "share_delta")
 FILL_MODES: tuple[str, ...] = ("next_open", "next_close")
-REWARD_MODES: tuple[str, ...] = ("log_return", "pnl", "risk_penalised")
+REWARD_MODES: tuple[str, ...] = ("log_return", "pnl", "risk_penalised", "excess_log_return")
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,10 @@ class EnvConfig:
             ``"next_close"``: at bar t+1's close.
         reward: ``"log_return"``: ``log(E_{t+1} / E_t)``; ``"pnl"``: ``(E_{t+1} - E_t) /
             initial_cash_usd``; ``"risk_penalised"``: ``r - risk_penalty x r**2`` with ``r`` the
-            log return (a per-step mean-variance penalty). ``E`` is equity at a bar's close (USD).
+            log return (a per-step mean-variance penalty); ``"excess_log_return"``: ``log(E_{t+1} /
+            E_t)`` minus the equal-weight basket's close-to-close log return of the same bar (an
+            action-independent baseline: the same optimal policy, far less reward noise from the
+            market's moves). ``E`` is equity at a bar's close (USD).
         reward_scale: dimensionless multiplier applied to the reward above (e.g. 100 turns a log
             return into percent).
         risk_penalty: weight of the squared log return in ``"risk_penalised"`` (dimensionless, >= 0).

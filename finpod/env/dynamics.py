@@ -145,9 +145,12 @@ def _trade(
         equity_usd=done.equity_usd,
     )
     truncated = next_bar >= state.end
+    reward = done.reward
+    if config.reward == "excess_log_return":
+        reward = reward - config.reward_scale * market.equal_weight_log_return.index_select(0, next_bar)
     output = StepOutput(
         obs=final_obs,
-        reward=done.reward,
+        reward=reward,
         terminated=torch.zeros_like(truncated),
         truncated=truncated,
         final_obs=final_obs,

@@ -33,6 +33,9 @@ class Market(NamedTuple):
             One gather of a bar's row serves the whole step.
         obs_template: float32 ``(T, D)``, per bar the observation's bar part (features, position of
             the bar in its session) with the portfolio columns 0 (see :mod:`finpod.env.observation`).
+        equal_weight_log_return: float32 ``(T,)``, ``log(mean_m close[t, m] / close[t - 1, m])`` over
+            all ``M`` assets (0 at ``t = 0``): the equal-weight basket's close-to-close log return,
+            subtracted by the ``excess_log_return`` reward.
         first_bar: first bar index of the segment.
         last_bar: last bar index of the segment (inclusive): no episode steps past it.
         horizon_bars: steps per episode before the segment end cuts it.
@@ -41,6 +44,7 @@ class Market(NamedTuple):
 
     bars: torch.Tensor
     obs_template: torch.Tensor
+    equal_weight_log_return: torch.Tensor
     first_bar: int
     last_bar: int
     horizon_bars: int
@@ -83,10 +87,11 @@ def build_market(panel: Panel, segment: str, config: EnvConfig, device: torch.de
     horizon = min(config.horizon_bars, segment_bars - 1)
     num_starts = segment_bars - horizon if config.random_start else 1
 
-    bars, template = _shared_tables(panel, config, device)
+    bars, template, equal_weight = _shared_tables(panel, config, device)
     return Market(
         bars=bars,
         obs_template=template,
+        equal_weight_log_return=equal_weight,
         first_bar=start,
         last_bar=stop - 1,
         horizon_bars=horizon,
@@ -95,14 +100,14 @@ def build_market(panel: Panel, segment: str, config: EnvConfig, device: torch.de
 
 
 _TableKey = tuple[int, str, float, str]
-_TABLES: dict[_TableKey, tuple[torch.Tensor, torch.Tensor]] = {}
+_Tables = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+_TABLES: dict[_TableKey, _Tables] = {}
 """Market tables by (panel id, fill mode, max participation, device); dropped with their panel."""
 
 
-def _shared_tables(
-    panel: Panel, config: EnvConfig, device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``bars`` ``(T, 4, M)`` and ``obs_template`` ``(T, D)`` tables of ``panel``, built once."""
+def _shared_tables(panel: Panel, config: EnvConfig, device: torch.device) -> _Tables:
+    """The ``bars`` ``(T, 4, M)``, ``obs_template`` ``(T, D)`` and ``equal_weight_log_return`` ``(T,)``
+    tables of ``panel``, built once."""
     key = (id(panel), config.fill, config.max_participation, str(device))
     if key not in _TABLES:
         _TABLES[key] = _build_tables(panel, config, device)
@@ -110,7 +115,7 @@ def _shared_tables(
     return _TABLES[key]
 
 
-def _build_tables(panel: Panel, config: EnvConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def _build_tables(panel: Panel, config: EnvConfig, device: torch.device) -> _Tables:
     fill = panel.open if config.fill == "next_open" else panel.close
     if config.volume_capped:
         sell_cap = panel.volume * config.max_participation
@@ -122,7 +127,14 @@ def _build_tables(panel: Panel, config: EnvConfig, device: torch.device) -> tupl
     bars = torch.stack([fill, panel.close, buy_cap, sell_cap], dim=1)
     progress = torch.from_numpy(session_progress(panel.session_ids)).to(device)
     template = observation_template(panel.features.to(device=device, dtype=torch.float32), progress)
-    return bars.to(device=device, dtype=torch.float32).contiguous(), template
+    close = panel.close.to(device=device, dtype=torch.float64)
+    equal_weight = torch.zeros(close.shape[0], dtype=torch.float64, device=device)
+    equal_weight[1:] = torch.log((close[1:] / close[:-1]).mean(dim=1))
+    return (
+        bars.to(device=device, dtype=torch.float32).contiguous(),
+        template,
+        equal_weight.to(torch.float32),
+    )
 
 
 def session_progress(session_ids: np.ndarray) -> np.ndarray:

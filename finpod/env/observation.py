@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import torch
 
+from podracer.entity import EntityLayout
+
 NUM_PORTFOLIO_COLUMNS_BEYOND_ASSETS = 1
 """Cash share, written per step after the ``M`` weights."""
 NUM_BAR_COLUMNS_AFTER_PORTFOLIO = 1
@@ -33,6 +35,23 @@ def observation_size(num_assets: int, num_features: int) -> int:
         + num_assets
         + NUM_PORTFOLIO_COLUMNS_BEYOND_ASSETS
         + NUM_BAR_COLUMNS_AFTER_PORTFOLIO
+    )
+
+
+def entity_layout(num_assets: int, num_features: int, action_globals: int) -> EntityLayout:
+    """The observation's structure for a cross-sectional policy: assets are the entities.
+
+    Entity features are the ``F`` features (asset-major), the one per-entity extra is the current
+    weight, and every column after the weights is a global (counted, not named, so a new clock
+    column needs no change here). ``action_globals`` is 1 in ``weights`` mode (cash comes first in
+    the action), 0 in ``share_delta`` mode.
+    """
+    return EntityLayout(
+        num_entities=num_assets,
+        entity_features=num_features,
+        entity_extras=1,
+        num_globals=observation_size(num_assets, num_features) - num_assets * (num_features + 1),
+        action_globals=action_globals,
     )
 
 

@@ -20,7 +20,8 @@ def step_reward(
     Returns:
         ``(N,)`` float32 rewards: ``log_return``: ``log(E1 / E0)``; ``pnl``: ``(E1 - E0) /
         initial_cash_usd``; ``risk_penalised``: ``r - risk_penalty x r**2`` with ``r = log(E1 / E0)``;
-        each multiplied by ``reward_scale``.
+        ``excess_log_return``: ``log(E1 / E0)`` here (the step subtracts the equal-weight basket's
+        return, :func:`finpod.env.dynamics.step`); each multiplied by ``reward_scale``.
     """
     if config.reward == "pnl":
         base = (equity_after_usd - equity_before_usd) / config.initial_cash_usd

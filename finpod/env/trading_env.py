@@ -17,7 +17,7 @@ from finpod.data.panel import Panel
 from finpod.env import dynamics
 from finpod.env.config import EnvConfig
 from finpod.env.market import Market, build_market
-from finpod.env.observation import observation_size
+from finpod.env.observation import entity_layout, observation_size
 from finpod.env.state import KEY_BITS, EnvState, initial_state, restart_where
 from finpod.errors import SpecError
 
@@ -79,6 +79,7 @@ class TradingEnv:
             self.action_dim, self.action_low, self.action_high = panel.num_assets + 1, 0.0, 1.0
         else:
             self.action_dim, self.action_low, self.action_high = panel.num_assets, -1.0, 1.0
+        self.layout = entity_layout(panel.num_assets, panel.num_features, self.action_dim - panel.num_assets)
         settle_fn: dynamics.SettleFn | None = None
         if compile_step:
             settle_fn = torch.compile(

@@ -66,7 +66,14 @@ def agent_factory(probe: TradingEnv, device: torch.device) -> AgentFactory:
 
     def make(config: PPOConfig, seed: int) -> PodAgent:
         return PPOAgent(
-            probe.obs_dim, probe.action_dim, probe.action_low, probe.action_high, config, device, seed
+            probe.obs_dim,
+            probe.action_dim,
+            probe.action_low,
+            probe.action_high,
+            config,
+            device,
+            seed,
+            layout=probe.layout,
         )
 
     return make

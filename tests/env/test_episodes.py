@@ -142,7 +142,7 @@ def test_backtest_mode_runs_the_whole_segment_once_and_truncates_at_its_end() ->
         assert bool(truncated.all()) == (bar == stop - 1)
 
 
-@pytest.mark.parametrize("reward", ["log_return", "pnl", "risk_penalised"])
+@pytest.mark.parametrize("reward", ["log_return", "pnl", "risk_penalised", "excess_log_return"])
 def test_reward_modes(reward: str) -> None:
     config = EnvConfig(reward=reward, reward_scale=10.0, risk_penalty=3.0, horizon_bars=30)  # type: ignore[arg-type]
     env = TradingEnv(PANEL, "train", config, num_envs=16, seed=1)
@@ -152,8 +152,12 @@ def test_reward_modes(reward: str) -> None:
         _, got, _, _, info = env.step(torch.rand(16, env.action_dim))
         after = info["equity_usd"].double()
         log_return = torch.log(after / before)
+        bar = info["bar_index"]
+        close = PANEL.close.double()
+        equal_weight = torch.log((close[bar] / close[bar - 1]).mean(dim=1))
         expected = {
             "log_return": log_return,
+            "excess_log_return": log_return - equal_weight,
             "pnl": (after - before) / config.initial_cash_usd,
             "risk_penalised": log_return - 3.0 * log_return**2,
         }[reward] * 10.0

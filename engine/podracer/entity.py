@@ -1,0 +1,213 @@
+"""Observations made of entities, and the cross-sectional actor-critic that treats them alike.
+
+Shapes: ``B`` rows, ``M`` entities, ``F`` features per entity, ``E`` per-entity extras, ``G`` globals,
+``K`` global action dimensions, ``H`` hidden width.
+
+An :class:`EntityLayout` describes a flat observation row of size ``D = M * F + E * M + G``:
+``[entity_1's F features, entity_2's F features, ..., extra_1 of entities 1..M, ..., extra_E of
+entities 1..M, G globals]``, and a flat action of size ``A = K + M``: ``[K global actions, one action
+per entity]``. The engine knows nothing of what the entities are.
+
+:class:`CrossSectionalActorCritic` (``policy = "cross_sectional"``):
+
+* one shared **encoder** (the same weights for every entity) maps each entity's
+  ``[F features, E extras, G globals]`` to an ``H``-vector;
+* **pooled context**: the mean of the encodings over entities, concatenated to each entity's own;
+* the **actor** turns each ``[own, context]`` into one score per entity (shared head) and
+  ``[context, globals]`` into ``K`` global scores; the action distribution is logistic-normal
+  (:class:`podracer.distributions.LogisticNormalDistribution`: Gaussian scores, softmax = weights),
+  with one learned log-std for the entity scores and one per global score;
+* the **critic** has its own encoder, pools it the same way and maps ``[context, globals]`` to a value.
+
+Permuting the entities permutes the entity scores and leaves the global scores and the value
+unchanged; the parameter count does not depend on ``M``, and one network runs on any ``M``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from podracer.distributions import LogisticNormalDistribution
+from podracer.errors import PodracerError
+from podracer.networks import (
+    ACTOR_HEAD_INIT_GAIN,
+    CRITIC_HEAD_INIT_GAIN,
+    Activation,
+    mlp,
+    mlp_body,
+)
+
+INITIAL_SCORE_STD = 0.5
+"""Initial standard deviation of every Gaussian score (exploration around the initial weights)."""
+
+
+class LayoutError(PodracerError, ValueError):
+    """An entity layout that does not describe the observation or action it is used with."""
+
+
+@dataclass(frozen=True)
+class EntityLayout:
+    """How a flat observation row and action split into entities and globals.
+
+    Attributes:
+        num_entities: ``M``.
+        entity_features: ``F``, features per entity, entity-major at the start of the row.
+        entity_extras: ``E``, blocks of ``M`` per-entity values after the features (entity order).
+        num_globals: ``G``, trailing columns shared by all entities.
+        action_globals: ``K``, action dimensions before the ``M`` per-entity ones.
+    """
+
+    num_entities: int
+    entity_features: int
+    entity_extras: int
+    num_globals: int
+    action_globals: int
+
+    def __post_init__(self) -> None:
+        """Reject negative counts (and no entity or no per-entity input at all)."""
+        counts = asdict(self)
+        bad = {name: value for name, value in counts.items() if int(value) < 0}
+        if bad or self.num_entities < 1 or self.entity_features + self.entity_extras < 1:
+            raise LayoutError(
+                f"entity layout {counts}: counts must be >= 0, with >= 1 entity and >= 1 per-entity input"
+            )
+
+    @property
+    def obs_dim(self) -> int:
+        """``D = M * F + E * M + G``."""
+        return self.num_entities * (self.entity_features + self.entity_extras) + self.num_globals
+
+    @property
+    def action_dim(self) -> int:
+        """``A = K + M``."""
+        return self.action_globals + self.num_entities
+
+    @property
+    def entity_width(self) -> int:
+        """Inputs of the shared encoder per entity: ``F + E + G``."""
+        return self.entity_features + self.entity_extras + self.num_globals
+
+    def split(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(entities (B, M, F + E), globals (B, G))`` of observations ``(B, D)``."""
+        m, f, e = self.num_entities, self.entity_features, self.entity_extras
+        features = obs[:, : m * f].reshape(-1, m, f)
+        extras = obs[:, m * f : m * (f + e)].reshape(-1, e, m).transpose(1, 2)
+        return torch.cat([features, extras], dim=2), obs[:, m * (f + e) :]
+
+    def tie_statistics(self, mean: torch.Tensor, var: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-column statistics ``(D,)`` pooled over entities, so every entity is normalised alike.
+
+        A per-entity column's mean becomes the mean over entities; its variance the pooled variance
+        ``mean(var + mean^2) - pooled_mean^2``; global columns are unchanged.
+        """
+        m, f, e = self.num_entities, self.entity_features, self.entity_extras
+        out_mean, out_var = mean.clone(), var.clone()
+        blocks = [(slice(0, m * f), (m, f), 0), (slice(m * f, m * (f + e)), (e, m), 1)]
+        for columns, shape, axis in blocks:
+            mu, second = mean[columns].view(shape), (var[columns] + mean[columns].square()).view(shape)
+            pooled = mu.mean(dim=axis, keepdim=True)
+            pooled_var = (second.mean(dim=axis, keepdim=True) - pooled.square()).clamp_min(0.0)
+            out_mean[columns] = pooled.expand(shape).reshape(-1)
+            out_var[columns] = pooled_var.expand(shape).reshape(-1)
+        return out_mean, out_var
+
+    def to_dict(self) -> dict[str, int]:
+        """Plain-Python form for snapshots."""
+        return {name: int(value) for name, value in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> EntityLayout:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**{name: int(value) for name, value in values.items()})
+
+
+class CrossSectionalActorCritic(nn.Module):
+    """Shared per-entity encoders, mean-pooled context, logistic-normal actor and pooled critic.
+
+    Args:
+        layout: the observation and action layout.
+        hidden_sizes: encoder widths (its last one is ``H``, also the width of the heads' hidden layer).
+        activation: hidden-layer nonlinearity.
+        seed: seeds the initial weights (drawn on the CPU, so identical on every device).
+    """
+
+    def __init__(
+        self, layout: EntityLayout, hidden_sizes: tuple[int, ...], activation: Activation, seed: int
+    ) -> None:
+        super().__init__()
+        self.layout = layout
+        self.obs_dim = layout.obs_dim
+        self.action_dim = layout.action_dim
+        width = hidden_sizes[-1]
+        globals_, k = layout.num_globals, layout.action_globals
+        generator = torch.Generator().manual_seed(seed)
+        self.actor_encoder = mlp_body(layout.entity_width, hidden_sizes, activation, generator)
+        self.entity_head = mlp(2 * width, (width,), 1, activation, ACTOR_HEAD_INIT_GAIN, generator)
+        self.global_head = (
+            mlp(width + globals_, (width,), k, activation, ACTOR_HEAD_INIT_GAIN, generator) if k > 0 else None
+        )
+        self.critic_encoder = mlp_body(layout.entity_width, hidden_sizes, activation, generator)
+        self.critic_head = mlp(width + globals_, (width,), 1, activation, CRITIC_HEAD_INIT_GAIN, generator)
+        self.log_std = nn.Parameter(torch.full((1 + k,), math.log(INITIAL_SCORE_STD)))
+
+    def _encode(
+        self, encoder: nn.Module, obs: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(encodings (B, M, H), context (B, H), globals (B, G))``."""
+        entities, globals_ = self.layout.split(obs)
+        per_entity = torch.cat(
+            [entities, globals_.unsqueeze(1).expand(-1, self.layout.num_entities, -1)], dim=2
+        )
+        encoded = encoder(per_entity)
+        return encoded, encoded.mean(dim=1), globals_
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values ``(B,)`` for observations ``(B, D)``."""
+        _, context, globals_ = self._encode(self.critic_encoder, obs)
+        return self.critic_head(torch.cat([context, globals_], dim=1)).squeeze(-1)
+
+    def distribution(self, obs: torch.Tensor) -> LogisticNormalDistribution:
+        """Gaussian scores over ``[K globals, M entities]`` for observations ``(B, D)``."""
+        encoded, context, globals_ = self._encode(self.actor_encoder, obs)
+        own_and_context = torch.cat([encoded, context.unsqueeze(1).expand_as(encoded)], dim=2)
+        entity_scores = self.entity_head(own_and_context).squeeze(-1)
+        log_std = torch.cat([self.log_std[1:], self.log_std[:1].expand(self.layout.num_entities)])
+        if self.global_head is None:
+            return LogisticNormalDistribution(entity_scores, log_std)
+        global_scores = self.global_head(torch.cat([context, globals_], dim=1))
+        return LogisticNormalDistribution(torch.cat([global_scores, entity_scores], dim=1), log_std)
+
+    def matmul_flops_per_row(self) -> tuple[int, int]:
+        """Multiply-add FLOPs of one forward pass for one observation row (``M`` entities).
+
+        Returns:
+            ``(total, first_layers)``: encoder and entity-head layers count once per entity; the
+            two encoders' first layers are ``first_layers``.
+        """
+        m = self.layout.num_entities
+
+        def flops(module: nn.Module | None, times: int) -> int:
+            if module is None:
+                return 0
+            linears = [x for x in module.modules() if isinstance(x, nn.Linear)]
+            return times * sum(2 * x.in_features * x.out_features for x in linears)
+
+        total = (
+            flops(self.actor_encoder, m)
+            + flops(self.critic_encoder, m)
+            + flops(self.entity_head, m)
+            + flops(self.global_head, 1)
+            + flops(self.critic_head, 1)
+        )
+        firsts = [enc[0] for enc in (self.actor_encoder, self.critic_encoder)]
+        first = sum(flops(layer, m) for layer in firsts)
+        return total, first
+
+
+__all__ = ["CrossSectionalActorCritic", "EntityLayout", "LayoutError"]

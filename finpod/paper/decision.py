@@ -146,7 +146,6 @@ def observation(
     shares: np.ndarray,
     close_usd: np.ndarray,
     cash_usd: float,
-    episode_progress: float,
 ) -> torch.Tensor:
     """The env's observation row ``(1, D)`` for one portfolio at one bar's close.
 
@@ -156,8 +155,6 @@ def observation(
         shares: ``(M,)`` holdings (shares).
         close_usd: ``(M,)`` the bar's aligned closes.
         cash_usd: cash.
-        episode_progress: the env's episode-progress column (the replay passes the backtest's;
-            live trading has no episode and passes 0).
     """
     rows = observation_template(
         features[None].to(torch.float32), torch.tensor([session_progress], dtype=torch.float32)
@@ -167,13 +164,7 @@ def observation(
     )[None]
     cash = torch.tensor([cash_usd], dtype=torch.float64)
     equity = cash + holdings.sum(dim=1)
-    return fill_observation(
-        rows,
-        holdings_usd=holdings,
-        cash_usd=cash,
-        equity_usd=equity,
-        episode_progress=torch.tensor([episode_progress]),
-    )
+    return fill_observation(rows, holdings_usd=holdings, cash_usd=cash, equity_usd=equity)
 
 
 def bar_stamp(bar_ns: int) -> str:

@@ -188,9 +188,7 @@ def _run(
                 break
             bar = BarView(int(panel.timestamps_ns[t]), open_ns, close_ns, close[t], tradable[t], features)
             price_now = market.bars[t + 1, FILL_ROW].double().cpu().numpy()
-            decision = session.decide(
-                bar, price_now, now_ns=int(panel.timestamps_ns[t]), episode_progress=(t - lo) / (hi - 1 - lo)
-            )
+            decision = session.decide(bar, price_now, now_ns=int(panel.timestamps_ns[t]))
             if decision is not None:
                 weights[t - lo] = decision.plan.weights
             broker.fill(t + 1)

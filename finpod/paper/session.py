@@ -107,9 +107,7 @@ class PaperSession:
         shares = np.array([held.get(s, 0.0) for s in self.symbols], dtype=np.float64)
         return account.cash_usd, account.buying_power_usd, shares
 
-    def decide(
-        self, bar: BarView, price_now: np.ndarray, *, now_ns: int, episode_progress: float = 0.0
-    ) -> Decision | None:
+    def decide(self, bar: BarView, price_now: np.ndarray, *, now_ns: int) -> Decision | None:
         """Decide on ``bar`` and send its orders; ``None`` when nothing was decided (and why is journaled).
 
         Args:
@@ -117,7 +115,6 @@ class PaperSession:
             price_now: ``(M,)`` the price orders are sized at (live: the latest price; the replay:
                 the env's fill price, the next bar's open).
             now_ns: the clock (UTC ns).
-            episode_progress: the env's episode-progress column (replay only).
         """
         if self.journal.last_decision_bar() is not None and bar.bar_ns <= int(
             self.journal.last_decision_bar() or 0
@@ -138,7 +135,7 @@ class PaperSession:
         cash, buying_power, shares = self.portfolio()
         equity = cash + float(shares @ np.asarray(bar.close, dtype=np.float64))
         progress = session_position(bar.bar_ns, bar.session_open_ns, bar.session_close_ns, self.freq)
-        obs = observation(bar.features, progress, shares, bar.close, cash, episode_progress)
+        obs = observation(bar.features, progress, shares, bar.close, cash)
         weights = self.trader.target_weights(obs).to(torch.float64).numpy()
         tradable = np.asarray(bar.tradable, dtype=bool).copy()
         at_broker = np.ones(len(self.symbols), dtype=bool)

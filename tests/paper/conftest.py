@@ -47,5 +47,6 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("paper_run")
     dataset = write_tiny_dataset(root / "data", tiny_bars(seed=11))
-    result = finpod.run(tiny_spec(dataset), out=root / "reports", quiet=True)
+    spec = tiny_spec(dataset).with_(tournament={"pool_size": 2})  # two lineages: an ensemble exists
+    result = finpod.run(spec, out=root / "reports", quiet=True)
     return Path(result.run_dir)

@@ -45,6 +45,24 @@ def _date(value: str, flag: str) -> dt.date:
         raise SpecError(f"{flag} {value!r} is not a date; write YYYY-MM-DD") from None
 
 
+def _splits_table(value: str) -> Path:
+    kind, sep, file = value.partition("=")
+    if kind.strip() != "splits" or not sep or not file.strip():
+        raise SpecError(f"--adjust {value!r}: write --adjust splits=FILE (a symbol,date,ratio CSV)")
+    return Path(file.strip()).expanduser()
+
+
+def _raw_prices(value: str | None) -> bool:
+    if value is None:
+        return False
+    if value != "none":
+        raise SpecError(
+            f"--adjustment {value!r}: the only setting is none (import raw prices); to adjust, pass "
+            "--adjust splits=FILE"
+        )
+    return True
+
+
 def parse_column_map(text: str) -> dict[str, str]:
     """``"Date=timestamp,Last=close"`` -> ``{"Date": "timestamp", "Last": "close"}``.
 
@@ -123,6 +141,19 @@ def import_(
     column_map: str | None = typer.Option(
         None, "--column-map", help="Renames, e.g. Date=timestamp,Last=close."
     ),
+    adjust: Annotated[
+        str | None,
+        typer.Option(
+            "--adjust",
+            help="splits=FILE: adjust for the splits in a corporate-actions table (symbol,date,ratio).",
+        ),
+    ] = None,
+    adjustment: Annotated[
+        str | None,
+        typer.Option(
+            "--adjustment", help="none: import raw prices unchecked for splits (every run then warns)."
+        ),
+    ] = None,
 ) -> None:
     """Import vendor CSV/parquet files (formats detected from headers and names) into a dataset."""
     manifest = import_paths(
@@ -131,6 +162,8 @@ def import_(
         symbol=symbol,
         freq=None if freq is None else _frequency(freq, "--freq"),
         column_map=None if column_map is None else parse_column_map(column_map),
+        splits_table=None if adjust is None else _splits_table(adjust),
+        raw_prices=_raw_prices(adjustment),
     )
     _print_manifest(manifest, out)
 

@@ -17,7 +17,7 @@ import torch
 
 from finpod.data.panel import Panel
 from finpod.data.panel_builder import build_panel
-from finpod.data.store import read_dataset, write_dataset
+from finpod.data.store import read_dataset, read_manifest, write_dataset
 from finpod.data.synth import SignalSpec, synth_market
 from finpod.data.universe import ever_members
 from finpod.errors import DataError
@@ -59,6 +59,17 @@ def dataset_for(spec: Spec, data_root: Path) -> Path:
             notes=[f"finpod synthetic market {json.dumps(shape, sort_keys=True)}"],
         )
     return folder
+
+
+RAW_PRICES_WARNING = (
+    "warning: the dataset's prices are not adjusted for splits (imported with --adjustment none): "
+    "a split inside the data looks like a crash to the agents and to every figure"
+)
+
+
+def adjustment_warning(dataset: Path) -> str | None:
+    """The warning every run prints (and every report shows) for a dataset of raw prices, else None."""
+    return RAW_PRICES_WARNING if read_manifest(dataset).adjustment == "none" else None
 
 
 def load_bars(dataset: Path) -> pd.DataFrame:

@@ -32,6 +32,7 @@ from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.paths import default_data_root
 from finpod.pipeline.inputs import (
+    adjustment_warning,
     backtest_panel,
     dataset_for,
     late_symbols,
@@ -160,6 +161,9 @@ def run(
     else:
         run_dir = create_run_dir(spec, root, _run_info(spec, dataset, device))
         console.print(f"run [bold]{run_dir.run_id}[/] on {device}")
+    warning = adjustment_warning(dataset)
+    if warning:
+        console.print(warning, markup=False, soft_wrap=True)
     if late:
         console.print(
             f"note: not traded, no bar before the backtest segment: {', '.join(late)}",
@@ -181,6 +185,9 @@ def run(
     del panel
     full = backtest_panel(spec, bars, symbols, str(device))
     backtest = run_backtest(full, "backtest", env_config(spec, random_start=False), policies, device)
+    if warning:
+        validation.notes.append(warning.removeprefix("warning: ").capitalize())
+        backtest.notes.append(warning.removeprefix("warning: ").capitalize())
     entries = leaderboard_records(leaderboard)
     paths = write_report(
         run_dir.root,

@@ -16,12 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from tiny import tiny_bars, tiny_spec, write_tiny_dataset
 
 from clirun import CliResult, run_cli
 from fakes.alpaca_server import FakeAlpacaServer
 from finpod.data.alpaca_source import RetryPolicy
+from finpod.data.synth import synth_market
 
 Setup = Callable[[Path, "Fixtures"], list[str]]
 """``(tmp folder, fixtures) -> CLI arguments``; outputs go to ``tmp/out`` (must stay absent)."""
@@ -59,7 +61,9 @@ def fixtures(tmp_path_factory: pytest.TempPathFactory) -> Fixtures:
     spec_file.write_text(spec_text, encoding="utf-8")
     result = run_cli("run", str(spec_file), "--out", str(root / "reports"))
     assert result.exit_code == 0, result.stderr
+    assert "not adjusted for splits" in result.stdout  # the tiny dataset is labelled adjustment none
     (run_dir,) = (root / "reports").iterdir()
+    assert "not adjusted for splits" in (run_dir / "metrics.json").read_text()
     return Fixtures(dataset, spec_text, run_dir)
 
 
@@ -107,6 +111,23 @@ def _data_file(name: str, content: bytes, *extra: str) -> Setup:
     def setup(tmp: Path, fx: Fixtures) -> list[str]:
         (tmp / name).write_bytes(content)
         return ["data", "import", str(tmp / name), "--out", str(tmp / "out"), *extra]
+
+    return setup
+
+
+def _split_file(*extra: str, table: str | None = None) -> Setup:
+    """Minute bars of SYN000 with an unadjusted 4:1 split on 2021-02-04, imported with ``extra``."""
+
+    def setup(tmp: Path, fx: Fixtures) -> list[str]:
+        bars = synth_market(1, 6, "1min", seed=2, start="2021-02-01")
+        earlier = bars["timestamp"] < pd.Timestamp("2021-02-04", tz="UTC")
+        bars.loc[earlier, ["open", "high", "low", "close"]] *= 4.0
+        bars.loc[earlier, "volume"] /= 4.0
+        bars.to_parquet(tmp / "raw.parquet")
+        if table is not None:
+            (tmp / "t.csv").write_text(table)
+        args = [arg.replace("{tmp}", str(tmp)) for arg in extra]
+        return ["data", "import", str(tmp / "raw.parquet"), "--out", str(tmp / "out"), *args]
 
     return setup
 
@@ -353,6 +374,30 @@ DATA_CASES = [
         ("already exists",),
     ),
     Bad("data_info_not_a_dataset", _args("data", "info", "{tmp}"), ("manifest",)),
+    Bad("data_unadjusted_split", _split_file(), ("SYN000", "unadjusted 4:1 split", "--adjust splits=FILE")),
+    Bad("data_split_table_missing", _split_file("--adjust", "splits={tmp}/none.csv"), ("table not found",)),
+    Bad(
+        "data_split_table_bad_ratio",
+        _split_file("--adjust", "splits={tmp}/t.csv", table="symbol,date,ratio\nSYN000,2021-02-04,four\n"),
+        ("line 2", "split ratio 'four' is not a ratio"),
+    ),
+    Bad(
+        "data_split_table_no_header",
+        _split_file("--adjust", "splits={tmp}/t.csv", table="SYN000,2021-02-04,4\n"),
+        ("lacks column(s)",),
+    ),
+    Bad(
+        "data_split_table_misses_it",
+        _split_file("--adjust", "splits={tmp}/t.csv", table="symbol,date,ratio\nSYN001,2021-02-04,2:1\n"),
+        ("SYN000", "4:1", "(not in"),
+    ),
+    Bad("flag_adjust_malformed", _split_file("--adjust", "dividends=x.csv"), ("--adjust splits=FILE",)),
+    Bad("flag_adjustment_unknown", _split_file("--adjustment", "raw"), ("the only setting is none",)),
+    Bad(
+        "flag_adjust_and_adjustment_none",
+        _split_file("--adjust", "splits={tmp}/t.csv", "--adjustment", "none", table="symbol,date,ratio\n"),
+        ("contradict",),
+    ),
 ]
 
 RUN_FOLDER_CASES = [

@@ -38,6 +38,14 @@ from finpod.data.importers.common import (
     read_table,
 )
 from finpod.data.schema import FREQUENCIES, Frequency
+from finpod.data.splits import (
+    SplitJump,
+    apply_splits,
+    confirmed_moves,
+    detect_splits,
+    read_actions,
+    session_date,
+)
 from finpod.data.store import Manifest, write_dataset
 from finpod.data.validate import validate_bars
 from finpod.errors import DataError
@@ -254,6 +262,44 @@ def _check_across_files(files: list[LoadedFile]) -> None:
         )
 
 
+RAW_PRICES_NOTE: Final[str] = (
+    "prices imported as given (--adjustment none): not checked for splits; a split will look like a "
+    "crash to the agent"
+)
+SPLITS_APPLIED: Final[str] = "splits_applied_from_table"
+SPLITS_SHOWN: Final[int] = 3
+
+
+def _check_splits(
+    loaded_files: list[LoadedFile], actions: pd.DataFrame | None, splits_table: Path | None
+) -> None:
+    """Apply the corporate-actions table (if any), then refuse any jump that still looks like a split."""
+    suspects: list[tuple[LoadedFile, SplitJump]] = []
+    for loaded in loaded_files:
+        if actions is not None:
+            loaded.bars, applied = apply_splits(loaded.bars, actions)
+            if applied:
+                loaded.repairs[SPLITS_APPLIED] = loaded.repairs.get(SPLITS_APPLIED, 0) + applied
+        if loaded.splits_recorded:
+            continue  # the file's own split column was applied (or found already in the prices)
+        checked = confirmed_moves(actions) if actions is not None else set()
+        suspects.extend(
+            (loaded, jump)
+            for jump in detect_splits(loaded.bars, loaded.frequency)
+            if (jump.symbol, session_date(jump.timestamp)) not in checked
+        )
+    if not suspects:
+        return
+    shown = "; ".join(f"{loaded.path}: {jump.describe()}" for loaded, jump in suspects[:SPLITS_SHOWN])
+    more = f" ({len(suspects)} suspect splits in all)" if len(suspects) > SPLITS_SHOWN else ""
+    listed = f" (not in {splits_table})" if splits_table is not None else ""
+    raise DataError(
+        f"{shown}{listed}{more}; fix: pass --adjust splits=FILE with a corporate-actions table "
+        "(header symbol,date,ratio, e.g. AAPL,2020-08-31,4:1; a 1:1 row marks a real price move), "
+        "or --adjustment none to import the raw prices (every run then warns)"
+    )
+
+
 def import_paths(
     paths: Sequence[Path],
     out: Path,
@@ -261,6 +307,8 @@ def import_paths(
     symbol: str | None = None,
     freq: Frequency | None = None,
     column_map: Mapping[str, str] | None = None,
+    splits_table: Path | None = None,
+    raw_prices: bool = False,
 ) -> Manifest:
     """Import vendor files into a dataset folder (bars in the bar schema + manifest), atomically.
 
@@ -270,13 +318,22 @@ def import_paths(
         symbol: ticker to use instead of the one in the file name (one input file only).
         freq: ``"1min"`` or ``"1d"`` to pick that frequency when the inputs hold several.
         column_map: ``{file column: bar-schema column}`` renames applied before detection.
+        splits_table: a corporate-actions table (``symbol,date,ratio``) to adjust the bars with
+            (``--adjust splits=FILE``); see :mod:`finpod.data.splits`.
+        raw_prices: import prices as given, unchecked for splits, labelled adjustment ``none``
+            (``--adjustment none``); every panel build and run then warns.
 
     Returns:
         The written manifest; its ``notes`` say which files were skipped, ``repairs`` what was repaired.
 
     Raises:
-        DataError: unknown format, bad bars (naming file, symbol and time), or nothing to import.
+        DataError: unknown format, bad bars (naming file, symbol and time), nothing to import, or a
+            jump that looks like an unadjusted split (naming symbol, time and ratio) while neither
+            ``splits_table`` nor ``raw_prices`` says how to treat it.
     """
+    if raw_prices and splits_table is not None:
+        raise DataError("--adjust splits=FILE and --adjustment none contradict each other; pass one of them")
+    actions = read_actions(splits_table) if splits_table is not None else None
     candidates = [_probe(path, column_map or {}) for path in expand_paths(paths)]
     chosen, notes = _select_frequency(candidates, freq)
     if symbol is not None and len(chosen) != 1:
@@ -290,6 +347,12 @@ def import_paths(
         report = validate_bars(loaded.bars, str(loaded.path))
         loaded.repairs[ZERO_VOLUME_BARS] = report.zero_volume_bars
         loaded_files.append(loaded)
+    if raw_prices:
+        for loaded in loaded_files:
+            loaded.adjustment = "none"
+        notes.append(RAW_PRICES_NOTE)
+    else:
+        _check_splits(loaded_files, actions, splits_table)
     adjustments = sorted({f.adjustment for f in loaded_files})
     if len(adjustments) > 1:
         raise DataError(

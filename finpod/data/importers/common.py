@@ -33,6 +33,8 @@ class LoadedFile:
         adjustment: price adjustment of ``bars``.
         source: format name recorded in the manifest (``alphavantage``, ``pooksoft``, ``bars``, ``csv``).
         repairs: what was repaired, counted.
+        splits_recorded: the file carries its own split record (a split column), already applied;
+            the import does not second-guess it with :func:`finpod.data.splits.detect_splits`.
     """
 
     path: Path
@@ -41,6 +43,7 @@ class LoadedFile:
     adjustment: Adjustment
     source: str
     repairs: dict[str, int] = field(default_factory=dict)
+    splits_recorded: bool = False
 
 
 def read_table(path: Path) -> pd.DataFrame:

@@ -103,4 +103,4 @@ def read_pooksoft(frame: pd.DataFrame, path: Path, symbol: str) -> LoadedFile:
             "volume": raw_bars["volume"].to_numpy(dtype=np.float64) * later_splits,
         }
     )
-    return LoadedFile(path, bars, "1d", "split+dividend", "pooksoft", repairs)
+    return LoadedFile(path, bars, "1d", "split+dividend", "pooksoft", repairs, splits_recorded=True)

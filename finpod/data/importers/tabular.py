@@ -11,14 +11,18 @@ timestamp       timestamp, date, datetime, time
 symbol          symbol, ticker (else the file name)
 open..volume    open, high, low, close, volume
 adjusted close  adj close, adj_close, adjusted_close
+split ratio     stock splits, splits, split, split_ratio, split factor
 =============== ==========================================
 
 Vendor timestamps with a UTC offset are bar starts; date-only values are daily bars placed at the
 session open. With an adjusted close, prices are scaled by ``adjusted close / close`` (volume as given).
+A split column (new shares per old, 0 or 1 for none) is applied where the prices still jump by the
+ratio, counted where they do not (already adjusted), and refused otherwise: never ignored.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Final
 
@@ -27,6 +31,7 @@ import pandas as pd
 
 from finpod.data.importers.common import LoadedFile, infer_frequency, oldest_first, parse_timestamps
 from finpod.data.schema import BAR_COLUMNS
+from finpod.data.splits import PRICE_TOLERANCE, parse_ratio, ratio_text
 from finpod.data.store import Adjustment
 from finpod.data.xnas_sessions import session_opens
 from finpod.errors import DataError
@@ -46,6 +51,14 @@ ALIASES: Final[dict[str, str]] = {
     "adj close": "adjusted_close",
     "adj_close": "adjusted_close",
     "adjusted_close": "adjusted_close",
+    "stock splits": "split_ratio",
+    "stock_splits": "split_ratio",
+    "splits": "split_ratio",
+    "split": "split_ratio",
+    "split_ratio": "split_ratio",
+    "split ratio": "split_ratio",
+    "split_factor": "split_ratio",
+    "split factor": "split_ratio",
 }
 VENDOR_REQUIRED: Final[frozenset[str]] = frozenset({"timestamp", "open", "high", "low", "close", "volume"})
 
@@ -132,6 +145,8 @@ def read_vendor(frame: pd.DataFrame, path: Path, symbol: str) -> LoadedFile:
             **{name: frame[name].to_numpy() for name in ("open", "high", "low", "close", "volume")},
         }
     )
+    if "split_ratio" in frame.columns:
+        bars[SPLIT_COLUMN] = frame["split_ratio"].to_numpy()
     adjustment: Adjustment = "none"
     if "adjusted_close" in frame.columns:
         adjusted = pd.to_numeric(frame["adjusted_close"], errors="coerce").to_numpy(dtype=np.float64)
@@ -149,4 +164,51 @@ def read_vendor(frame: pd.DataFrame, path: Path, symbol: str) -> LoadedFile:
         adjustment = "split+dividend"
     repairs: dict[str, int] = {}
     bars = oldest_first(bars, repairs)
-    return LoadedFile(path, bars, infer_frequency(bars), adjustment, "csv", repairs)
+    recorded = SPLIT_COLUMN in bars.columns
+    if recorded:
+        bars = _apply_split_column(bars, source, repairs)
+    return LoadedFile(path, bars, infer_frequency(bars), adjustment, "csv", repairs, splits_recorded=recorded)
+
+
+SPLIT_COLUMN: Final[str] = "split_ratio"
+SPLITS_APPLIED: Final[str] = "vendor_splits_applied"
+SPLITS_ALREADY_ADJUSTED: Final[str] = "vendor_splits_already_in_prices"
+_ALREADY_ADJUSTED_JUMP: Final[float] = 0.25
+"""A listed split whose bar moves less than 25 % is already in the prices (the vendor adjusted them)."""
+
+
+def _apply_split_column(bars: pd.DataFrame, source: str, repairs: dict[str, int]) -> pd.DataFrame:
+    """Apply a vendor's split column (``Stock Splits``: new shares per old, 0 or 1 = none), never ignore it.
+
+    At each listed split the prices either jump by the ratio (raw prices: earlier bars are divided by
+    it, their volume multiplied; counted as ``vendor_splits_applied``) or do not move much (the vendor
+    already adjusted them: counted as ``vendor_splits_already_in_prices``). Anything else is refused.
+
+    Raises:
+        DataError: a bad ratio, or a listed split whose price jump matches neither case.
+    """
+    values = pd.to_numeric(bars[SPLIT_COLUMN], errors="coerce").fillna(0.0).to_numpy(dtype=np.float64)
+    bars = bars.drop(columns=[SPLIT_COLUMN])
+    for name in ("open", "high", "low", "close", "volume"):
+        bars[name] = pd.to_numeric(bars[name], errors="coerce").to_numpy(dtype=np.float64)
+    symbols = bars["symbol"].to_numpy()
+    for row in np.flatnonzero((values > 0) & (values != 1.0)):
+        ratio = parse_ratio(values[row], f"{source}: {symbols[row]} {bars['timestamp'].iloc[row]}")
+        if row == 0 or symbols[row - 1] != symbols[row]:
+            continue  # a split on a symbol's first bar: nothing earlier to adjust
+        jump = float(bars["close"].iloc[row - 1] / bars["open"].iloc[row])
+        earlier = (symbols == symbols[row]) & (np.arange(len(bars)) < row)
+        if abs(math.log(jump / float(ratio))) < math.log1p(PRICE_TOLERANCE):
+            for name in ("open", "high", "low", "close"):
+                bars.loc[earlier, name] = bars.loc[earlier, name] / float(ratio)
+            bars.loc[earlier, "volume"] = bars.loc[earlier, "volume"] * float(ratio)
+            repairs[SPLITS_APPLIED] = repairs.get(SPLITS_APPLIED, 0) + 1
+        elif abs(math.log(jump)) < math.log1p(_ALREADY_ADJUSTED_JUMP):
+            repairs[SPLITS_ALREADY_ADJUSTED] = repairs.get(SPLITS_ALREADY_ADJUSTED, 0) + 1
+        else:
+            raise DataError(
+                f"{source}: {symbols[row]} {bars['timestamp'].iloc[row]}: the split column lists a "
+                f"{ratio_text(ratio)} split but the price moved x{1 / jump:.3f}, neither raw nor adjusted; "
+                "fix the split column or the prices of that row"
+            )
+    return bars

@@ -1,0 +1,242 @@
+"""Stock splits: an adjustment label is checked against the bars, never assumed.
+
+An unadjusted k:1 split shows in raw bars as the price dividing by ``k`` from one bar to the next
+(overnight, or intraday in a bad vendor file) while the traded share volume multiplies by about
+``k``. :func:`detect_splits` finds such jumps for the common ratios (:data:`SPLIT_RATIOS`): a price
+ratio ``previous close / open`` within :data:`PRICE_TOLERANCE` of a split ratio AND a median volume
+over the next :func:`volume_window` bars that moved at least half the split's size (in log terms) the
+other way, while the traded DOLLAR volume stayed within :data:`DOLLAR_VOLUME_TOLERANCE`. A genuine
+crash of 50 % is not a split: on a quiet tape the share volume does not double, on a panic the dollar
+volume jumps too. A heuristic still errs now and then: a table row with ratio ``1:1`` marks a jump
+of that symbol on that date as a real price move.
+
+:func:`apply_splits` adjusts bars with a corporate-actions table (``symbol,date,ratio``: ``ratio``
+is new shares per old share, e.g. ``4`` or ``4:1`` for a four-for-one split and ``1:10`` for a
+one-for-ten reverse split; ``date`` is the ex-date, the first New York session at the new price):
+every bar before the ex-date has its prices divided by the ratio and its volume multiplied by it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import pandas as pd
+
+from finpod.data.calendar import EXCHANGE_TIMEZONE
+from finpod.errors import DataError
+
+SPLIT_RATIOS: Final[tuple[Fraction, ...]] = tuple(
+    Fraction(new, old)
+    for new, old in (
+        (2, 1), (3, 2), (3, 1), (4, 1), (5, 1), (6, 1), (7, 1), (8, 1), (10, 1), (15, 1), (20, 1),
+        (1, 2), (2, 3), (1, 3), (1, 4), (1, 5), (1, 8), (1, 10), (1, 15), (1, 20), (1, 30), (1, 50),
+    )
+)  # fmt: skip
+"""Split ratios checked, new shares per old share (forward and reverse splits)."""
+PRICE_TOLERANCE: Final[float] = 0.04
+"""A jump matches a ratio when ``|log(jump) - log(ratio)| < log(1 + PRICE_TOLERANCE)``."""
+VOLUME_SHARE_OF_SPLIT: Final[float] = 0.5
+"""The log volume change must be at least this share of the split's log size, the other way."""
+DOLLAR_VOLUME_TOLERANCE: Final[float] = 0.5
+"""A split leaves the traded dollar volume where it was: ``|log(after / before)| < log(1 + this)``.
+A crash on heavy volume (AAPL 2000-09-29: price /1.9, shares x4.7, dollars x2.5) is no split."""
+PRICE_COLUMNS: Final[tuple[str, ...]] = ("open", "high", "low", "close")
+ACTION_COLUMNS: Final[tuple[str, ...]] = ("symbol", "date", "ratio")
+
+
+@dataclass(frozen=True)
+class SplitJump:
+    """A jump in one symbol's bars that looks like an unadjusted split.
+
+    Attributes:
+        symbol: the ticker.
+        timestamp: UTC start of the first bar at the new price.
+        ratio: the matching split ratio, new shares per old share.
+        price_ratio: ``previous close / open`` at that bar.
+        volume_ratio: median volume after / median volume before.
+    """
+
+    symbol: str
+    timestamp: pd.Timestamp
+    ratio: Fraction
+    price_ratio: float
+    volume_ratio: float
+
+    def describe(self) -> str:
+        """``AAPL 2020-08-31 13:30:00+00:00: price /4.00 with volume x3.9, like an unadjusted 4:1 split``."""
+        where = f"{self.symbol} {self.timestamp}"
+        volume = f"while volume moved x{self.volume_ratio:.2f}"
+        if self.price_ratio > 1:
+            move = f"price fell to 1/{self.price_ratio:.2f} of the bar before {volume}"
+            return f"{where}: {move}, like an unadjusted {ratio_text(self.ratio)} split"
+        move = f"price rose x{1 / self.price_ratio:.2f} over the bar before {volume}"
+        return f"{where}: {move}, like an unadjusted {ratio_text(self.ratio)} reverse split"
+
+
+def ratio_text(ratio: Fraction) -> str:
+    """``Fraction(4)`` -> ``"4:1"``, ``Fraction(1, 10)`` -> ``"1:10"``, ``Fraction(3, 2)`` -> ``"3:2"``."""
+    return f"{ratio.numerator}:{ratio.denominator}"
+
+
+def volume_window(frequency: str) -> int:
+    """Bars on each side whose median volume is compared: 5 sessions daily, one session of minutes."""
+    return 390 if frequency == "1min" else 5
+
+
+def detect_splits(bars: pd.DataFrame, frequency: str) -> list[SplitJump]:
+    """Jumps in ``bars`` that look like unadjusted splits (price and volume), oldest first per symbol.
+
+    Args:
+        bars: bar-schema frame (validated), ``n`` rows, oldest first within each symbol.
+        frequency: ``"1min"`` or ``"1d"`` (sets the volume window).
+
+    Returns:
+        One :class:`SplitJump` per suspect bar, ordered by symbol then time.
+    """
+    window = volume_window(frequency)
+    log_ratios = np.log(np.array([float(r) for r in SPLIT_RATIOS]))
+    tolerance = math.log1p(PRICE_TOLERANCE)
+    found: list[SplitJump] = []
+    for symbol, rows in bars.groupby("symbol", sort=True):
+        close = rows["close"].to_numpy(dtype=np.float64)
+        opens = rows["open"].to_numpy(dtype=np.float64)
+        if close.size < 2:
+            continue
+        jump = np.log(close[:-1] / opens[1:])
+        distance = np.abs(jump[:, None] - log_ratios[None, :])
+        nearest = distance.argmin(axis=1)
+        candidates = np.flatnonzero(distance[np.arange(jump.size), nearest] < tolerance)
+        volume = rows["volume"].to_numpy(dtype=np.float64)
+        stamps = rows["timestamp"]
+        for position in candidates:
+            bar = int(position) + 1
+            before = volume[max(0, bar - window) : bar]
+            after = volume[bar : bar + window]
+            before, after = before[before > 0], after[after > 0]
+            if before.size == 0 or after.size == 0:
+                continue
+            volume_move = math.log(float(np.median(after)) / float(np.median(before)))
+            split_size = float(log_ratios[nearest[position]])
+            if volume_move * math.copysign(1.0, split_size) < VOLUME_SHARE_OF_SPLIT * abs(split_size):
+                continue
+            if abs(volume_move - float(jump[position])) >= math.log1p(DOLLAR_VOLUME_TOLERANCE):
+                continue  # the dollars traded moved too: news, not a split
+            found.append(
+                SplitJump(
+                    symbol=str(symbol),
+                    timestamp=stamps.iloc[bar],
+                    ratio=SPLIT_RATIOS[int(nearest[position])],
+                    price_ratio=float(math.exp(jump[position])),
+                    volume_ratio=float(math.exp(volume_move)),
+                )
+            )
+    return found
+
+
+def confirmed_moves(actions: pd.DataFrame) -> set[tuple[str, pd.Timestamp]]:
+    """``(symbol, New York date)`` of the table's ``1:1`` rows: jumps the user checked are real moves."""
+    ones = actions.loc[[ratio == 1 for ratio in actions["ratio"]]]
+    return {
+        (str(symbol), pd.Timestamp(date)) for symbol, date in zip(ones["symbol"], ones["date"], strict=True)
+    }
+
+
+def session_date(timestamp: pd.Timestamp) -> pd.Timestamp:
+    """The New York session date (naive midnight) of a UTC bar start."""
+    return timestamp.tz_convert(EXCHANGE_TIMEZONE).tz_localize(None).normalize()
+
+
+def parse_ratio(value: object, where: str) -> Fraction:
+    """A split ratio from ``4``, ``4.0``, ``"4:1"``, ``"1:10"``, ``"3/2"`` (new shares per old share).
+
+    Raises:
+        DataError: not a positive ratio.
+    """
+    text = str(value).strip()
+    try:
+        if ":" in text:
+            new, old = text.split(":", 1)
+            ratio = Fraction(int(new), int(old))
+        else:
+            ratio = Fraction(text).limit_denominator(1000)
+    except (ValueError, ZeroDivisionError):
+        raise DataError(f"{where}: split ratio {text!r} is not a ratio; write e.g. 4:1 or 1:10") from None
+    if ratio <= 0:
+        raise DataError(f"{where}: split ratio {text!r} must be positive; write e.g. 4:1 or 1:10")
+    return ratio
+
+
+def read_actions(path: Path) -> pd.DataFrame:
+    """A corporate-actions table: ``symbol,date,ratio`` rows (CSV), one per split.
+
+    Args:
+        path: the CSV file (``--adjust splits=FILE``).
+
+    Returns:
+        Frame with ``symbol`` (str), ``date`` (ex-date, ``datetime64`` naive New York date) and
+        ``ratio`` (:class:`fractions.Fraction`, new shares per old share).
+
+    Raises:
+        DataError: missing file or columns, a bad date or ratio (naming the line).
+    """
+    if not path.is_file():
+        raise DataError(f"{path}: corporate-actions table not found; fix: pass --adjust splits=FILE")
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as err:
+        reason = " ".join(str(err).split())
+        raise DataError(f"{path}: cannot be read as CSV ({reason}); write symbol,date,ratio rows") from None
+    table.columns = [str(c).strip().lower() for c in table.columns]
+    missing = [c for c in ACTION_COLUMNS if c not in table.columns]
+    if missing:
+        raise DataError(
+            f"{path}: corporate-actions table lacks column(s) {', '.join(missing)}; "
+            "write a header symbol,date,ratio (e.g. AAPL,2020-08-31,4:1)"
+        )
+    dates = pd.to_datetime(table["date"], format="ISO8601", errors="coerce")
+    bad = np.flatnonzero(dates.isna().to_numpy())
+    if bad.size:
+        line = int(bad[0]) + 2
+        raise DataError(f"{path}: line {line}: date {table['date'].iloc[int(bad[0])]!r} is not YYYY-MM-DD")
+    ratios = [parse_ratio(value, f"{path}: line {i + 2}") for i, value in enumerate(table["ratio"])]
+    return pd.DataFrame(
+        {"symbol": table["symbol"].str.strip().to_numpy(), "date": dates.dt.normalize(), "ratio": ratios}
+    )
+
+
+def apply_splits(bars: pd.DataFrame, actions: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """Adjust ``bars`` for the splits in ``actions`` (see :func:`read_actions`).
+
+    Bars before a split's ex-date (New York session date) get prices divided by the ratio and
+    volume multiplied by it, so the series is continuous in today's shares.
+
+    Args:
+        bars: bar-schema frame, ``n`` rows.
+        actions: ``symbol, date, ratio`` rows.
+
+    Returns:
+        The adjusted bars (a copy) and the number of splits that touched a symbol of ``bars``.
+    """
+    out = bars.copy()
+    for name in (*PRICE_COLUMNS, "volume"):
+        out[name] = out[name].to_numpy(dtype=np.float64)
+    session = pd.DatetimeIndex(out["timestamp"]).tz_convert(EXCHANGE_TIMEZONE).tz_localize(None).normalize()
+    symbols = out["symbol"].to_numpy()
+    applied = 0
+    for symbol, ex_date, ratio in zip(actions["symbol"], actions["date"], actions["ratio"], strict=True):
+        if ratio == 1:
+            continue  # a 1:1 row marks a real price move, not a split
+        earlier = (symbols == symbol) & (session < pd.Timestamp(ex_date))
+        if not earlier.any():
+            continue
+        factor = float(ratio)
+        for name in PRICE_COLUMNS:
+            out.loc[earlier, name] = out.loc[earlier, name] / factor
+        out.loc[earlier, "volume"] = out.loc[earlier, "volume"] * factor
+        applied += 1
+    return out, applied

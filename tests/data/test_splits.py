@@ -1,0 +1,193 @@
+"""Unadjusted splits are found at import (price and volume jump), refused, or adjusted from a table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from clirun import run_cli
+from finpod.data.importers import RAW_PRICES_NOTE, import_paths
+from finpod.data.splits import detect_splits, parse_ratio
+from finpod.data.store import read_dataset
+from finpod.data.synth import synth_market
+from finpod.errors import DataError
+
+SPLIT_DAY = "2021-02-08"
+"""Ex-date of the planted split: the first session at the new price."""
+PRICES = ["open", "high", "low", "close"]
+
+
+@pytest.fixture(scope="module")
+def adjusted_minutes() -> pd.DataFrame:
+    """Ten sessions of minute bars for three symbols: the truth, in today's shares."""
+    return synth_market(3, 10, "1min", seed=11, start="2021-02-01")
+
+
+def _unadjust(bars: pd.DataFrame, symbol: str, ratio: float, ex_date: str = SPLIT_DAY) -> pd.DataFrame:
+    """What a raw vendor file shows: before the ex-date, prices x ratio and volume / ratio."""
+    raw = bars.copy()
+    session = raw["timestamp"].dt.tz_convert("America/New_York").dt.tz_localize(None).dt.normalize()
+    earlier = (raw["symbol"] == symbol) & (session < pd.Timestamp(ex_date))
+    raw.loc[earlier, PRICES] = raw.loc[earlier, PRICES] * ratio
+    raw.loc[earlier, "volume"] = raw.loc[earlier, "volume"] / ratio
+    return raw
+
+
+def _first_bar_of(bars: pd.DataFrame, symbol: str, day: str) -> pd.Timestamp:
+    rows = bars.loc[bars["symbol"] == symbol, "timestamp"]
+    ny = rows.dt.tz_convert("America/New_York")
+    return rows[ny.dt.date.astype(str) == day].min()
+
+
+def test_an_unadjusted_4_to_1_split_is_refused_naming_symbol_time_and_ratio(
+    adjusted_minutes: pd.DataFrame, tmp_path: Path
+) -> None:
+    raw = _unadjust(adjusted_minutes, "SYN001", 4.0)
+    raw.to_parquet(tmp_path / "bars.parquet")
+    result = run_cli("data", "import", str(tmp_path / "bars.parquet"), "--out", str(tmp_path / "ds"))
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    split_bar = _first_bar_of(adjusted_minutes, "SYN001", SPLIT_DAY)
+    assert f"SYN001 {split_bar}" in line
+    assert "unadjusted 4:1 split" in line
+    assert "--adjust splits=FILE" in line
+    assert "--adjustment none" in line
+    assert "SYN000" not in line
+    assert "SYN002" not in line
+    assert not (tmp_path / "ds").exists()
+
+
+def test_a_corporate_actions_table_adjusts_it_and_the_split_day_return_is_normal(
+    adjusted_minutes: pd.DataFrame, tmp_path: Path
+) -> None:
+    raw = _unadjust(adjusted_minutes, "SYN001", 4.0)
+    raw.to_parquet(tmp_path / "bars.parquet")
+    table = tmp_path / "splits.csv"
+    table.write_text(f"symbol,date,ratio\nSYN001,{SPLIT_DAY},4:1\nZZZ,2020-01-02,2\n")
+    result = run_cli(
+        "data", "import", str(tmp_path / "bars.parquet"), "--out", str(tmp_path / "ds"),
+        "--adjust", f"splits={table}",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    bars, manifest = read_dataset(tmp_path / "ds")
+    assert manifest.repairs["splits_applied_from_table"] == 1
+    pd.testing.assert_frame_equal(bars, adjusted_minutes, check_dtype=False, rtol=1e-9)
+    closes = bars.loc[bars["symbol"] == "SYN001"].set_index("timestamp")["close"]
+    split_bar = _first_bar_of(adjusted_minutes, "SYN001", SPLIT_DAY)
+    position = closes.index.get_loc(split_bar)
+    split_day_return = closes.iloc[position] / closes.iloc[position - 1] - 1.0
+    assert abs(split_day_return) < 0.05
+
+
+def test_a_table_that_misses_the_split_is_refused(adjusted_minutes: pd.DataFrame, tmp_path: Path) -> None:
+    raw = _unadjust(adjusted_minutes, "SYN002", 1 / 10, ex_date="2021-02-10")
+    raw.to_parquet(tmp_path / "bars.parquet")
+    table = tmp_path / "splits.csv"
+    table.write_text("symbol,date,ratio\nSYN001,2021-02-08,4:1\n")
+    with pytest.raises(DataError, match=r"SYN002 .*unadjusted 1:10 reverse split \(not in "):
+        import_paths([tmp_path / "bars.parquet"], tmp_path / "ds", splits_table=table)
+
+
+def test_a_one_to_one_row_marks_a_checked_jump_as_a_real_move(
+    adjusted_minutes: pd.DataFrame, tmp_path: Path
+) -> None:
+    raw = _unadjust(adjusted_minutes, "SYN001", 4.0)
+    raw.to_parquet(tmp_path / "bars.parquet")
+    table = tmp_path / "splits.csv"
+    table.write_text(f"symbol,date,ratio\nSYN001,{SPLIT_DAY},1:1\n")
+    import_paths([tmp_path / "bars.parquet"], tmp_path / "ds", splits_table=table)
+    bars, _ = read_dataset(tmp_path / "ds")
+    pd.testing.assert_frame_equal(bars, raw, check_dtype=False)
+
+
+def test_adjustment_none_imports_raw_prices_and_says_so(
+    adjusted_minutes: pd.DataFrame, tmp_path: Path
+) -> None:
+    raw = _unadjust(adjusted_minutes, "SYN001", 4.0)
+    raw.to_parquet(tmp_path / "bars.parquet")
+    manifest = import_paths([tmp_path / "bars.parquet"], tmp_path / "ds", raw_prices=True)
+    assert manifest.adjustment == "none"
+    assert RAW_PRICES_NOTE in manifest.notes
+
+
+@pytest.mark.parametrize("ratio", [2.0, 1.5, 5.0, 1 / 2, 1 / 20])
+def test_each_common_ratio_is_detected(adjusted_minutes: pd.DataFrame, ratio: float) -> None:
+    raw = _unadjust(adjusted_minutes, "SYN000", ratio)
+    (jump,) = detect_splits(raw, "1min")
+    assert jump.symbol == "SYN000"
+    assert float(jump.ratio) == pytest.approx(ratio)
+
+
+def test_clean_bars_and_a_quiet_crash_are_not_splits(adjusted_minutes: pd.DataFrame) -> None:
+    assert detect_splits(adjusted_minutes, "1min") == []
+    crash = adjusted_minutes.copy()
+    session = crash["timestamp"].dt.tz_convert("America/New_York").dt.date.astype(str)
+    later = (crash["symbol"] == "SYN000") & (session >= SPLIT_DAY)
+    crash.loc[later, PRICES] = crash.loc[later, PRICES] / 2.0  # -50 % overnight, volume unchanged
+    assert detect_splits(crash, "1min") == []
+
+
+def _vendor_daily(tmp_path: Path, close: np.ndarray, splits: np.ndarray, volume: np.ndarray) -> Path:
+    days = pd.bdate_range("2020-08-17", periods=close.size)
+    frame = pd.DataFrame(
+        {
+            "Date": days.strftime("%Y-%m-%d"),
+            "Open": close,
+            "High": close * 1.01,
+            "Low": close * 0.99,
+            "Close": close,
+            "Volume": volume,
+            "Stock Splits": splits,
+        }
+    )
+    path = tmp_path / "AAPL.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_a_vendor_split_column_with_raw_prices_is_applied(tmp_path: Path) -> None:
+    close = np.array([500.0, 502.0, 498.0, 501.0, 499.0, 500.0, 503.0, 125.5, 126.0, 125.0, 126.0, 127.0])
+    splits = np.zeros(close.size)
+    splits[7] = 4.0
+    volume = np.where(np.arange(close.size) < 7, 1e6, 4e6)
+    path = _vendor_daily(tmp_path, close, splits, volume)
+    manifest = import_paths([path], tmp_path / "ds")
+    bars, _ = read_dataset(tmp_path / "ds")
+    assert manifest.repairs["vendor_splits_applied"] == 1
+    assert bars["close"].iloc[6] == pytest.approx(503.0 / 4)
+    assert bars["volume"].iloc[0] == pytest.approx(4e6)
+    assert np.abs(np.diff(np.log(bars["close"].to_numpy()))).max() < 0.05
+
+
+def test_a_vendor_split_column_with_adjusted_prices_is_counted_not_applied_twice(tmp_path: Path) -> None:
+    close = np.linspace(120.0, 130.0, 12)
+    splits = np.zeros(close.size)
+    splits[7] = 4.0
+    path = _vendor_daily(tmp_path, close, splits, np.full(close.size, 4e6))
+    manifest = import_paths([path], tmp_path / "ds")
+    bars, _ = read_dataset(tmp_path / "ds")
+    assert manifest.repairs["vendor_splits_already_in_prices"] == 1
+    np.testing.assert_allclose(bars["close"].to_numpy(), close)
+
+
+def test_a_vendor_split_column_that_matches_neither_is_refused(tmp_path: Path) -> None:
+    close = np.array([100.0] * 7 + [60.0] * 5)
+    splits = np.zeros(close.size)
+    splits[7] = 4.0
+    path = _vendor_daily(tmp_path, close, splits, np.full(close.size, 1e6))
+    with pytest.raises(DataError, match="lists a 4:1 split but the price moved"):
+        import_paths([path], tmp_path / "ds")
+
+
+@pytest.mark.parametrize(("text", "expected"), [("4:1", 4.0), ("1:10", 0.1), ("3/2", 1.5), ("4.0", 4.0)])
+def test_ratios_parse(text: str, expected: float) -> None:
+    assert float(parse_ratio(text, "t")) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text", ["x", "0", "-2", "4:0"])
+def test_bad_ratios_are_one_line(text: str) -> None:
+    with pytest.raises(DataError, match="split ratio"):
+        parse_ratio(text, "t")

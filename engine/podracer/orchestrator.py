@@ -42,7 +42,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from podracer.backends import Backend, LocalBackend
+from podracer.backends import Backend, LocalBackend, RoundTask
 from podracer.errors import SnapshotError, TournamentError
 from podracer.generator import Generator, Origin
 from podracer.leaderboard import AGENT_STATE_KEY, INDEX_NAME, Candidate, Leaderboard
@@ -55,7 +55,6 @@ from podracer.pod import (
     check_agent_config,
     config_from_record,
     config_to_record,
-    run_round,
 )
 from podracer.snapshot import (
     SNAPSHOT_SUFFIX,
@@ -559,8 +558,10 @@ class Tournament:
             self._submit(pod, in_flight)
 
     def _submit(self, pod: Pod, in_flight: dict[Future[RoundResult], int]) -> None:
-        rounds, evaluate = self.config.eval_every_rounds, self._evaluate
-        in_flight[self.backend.submit(lambda: run_round(pod, rounds, evaluate))] = pod.pod_id
+        task = RoundTask(
+            pod, self.config.eval_every_rounds, self._evaluate, self._agent_factory, self._env_factory
+        )
+        in_flight[self.backend.submit(task)] = pod.pod_id
 
     def _budget_left(self, rounds_in_flight: int) -> bool:
         config, progress = self.config, self._progress

@@ -4,19 +4,50 @@ The orchestrator keeps all state (leaderboard, pods' lineage, budget, RNG) in it
 only hands a backend self-contained tasks: "run one round of this pod and return its result". A
 backend runs them somewhere and reports how many it can run at once.
 
-A Ray backend plugs in here: ``submit`` calls a pod actor's ``run_round.remote()`` and returns
-``object_ref.future()`` (a ``concurrent.futures.Future``); ``slots`` reports the pod actors the
-cluster can host now (e.g. from ``ray.available_resources()``), so the pool follows the cluster as it
-grows and shrinks; the leaderboard becomes a named actor writing the same durable files.
+The tasks are :class:`RoundTask` objects. A backend in this process simply calls one
+(:class:`~podracer.backends.local.LocalBackend`); a distributed backend
+(:class:`~podracer.backends.ray_backend.RayBackend`) reads its fields instead, to build the pod's agent
+and env on a remote worker, move the agent's ``state_dict`` there and back as tensors, and load the
+trained state into ``task.pod.agent`` before the future resolves: to the orchestrator both look alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
+from podracer.pod import AgentFactory, EnvFactory, Evaluate, Pod, RoundResult, run_round
+
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, eq=False)
+class RoundTask:
+    """One round of one pod: ``train_rounds`` agent rounds on the pod's env, then ``evaluate``.
+
+    Calling it runs the round here (:func:`podracer.pod.run_round`). A remote backend rebuilds the
+    pod elsewhere with ``agent_factory(pod.agent_config, pod.seed)`` and ``env_factory(pod.seed)``
+    and must leave ``pod.agent`` holding the trained state when the round's future resolves.
+
+    Attributes:
+        pod: the pod; its agent holds the state the round starts from.
+        train_rounds: agent training rounds before the evaluation (>= 1).
+        evaluate: the application's ``policy -> score``.
+        agent_factory: ``(agent_config, seed) -> agent``, as given to the tournament.
+        env_factory: ``seed -> env``, as given to the tournament.
+    """
+
+    pod: Pod
+    train_rounds: int
+    evaluate: Evaluate
+    agent_factory: AgentFactory
+    env_factory: EnvFactory
+
+    def __call__(self) -> RoundResult:
+        """Run the round in this process, on ``pod.agent`` and ``pod.env``."""
+        return run_round(self.pod, self.train_rounds, self.evaluate)
 
 
 @runtime_checkable
@@ -28,7 +59,11 @@ class Backend(Protocol):
         ...
 
     def submit(self, task: Callable[[], T]) -> Future[T]:
-        """Start ``task`` and return a future of its result (or of the exception it raised)."""
+        """Start ``task`` (a :class:`RoundTask` from the orchestrator) and return a future of its result.
+
+        The future holds the exception the task raised, if any; the orchestrator treats it as a
+        crashed round.
+        """
         ...
 
     def shutdown(self) -> None:

@@ -1,0 +1,208 @@
+"""The Ray backend on a real local Ray cluster on 127.0.0.1: a head and worker nodes as separate processes.
+
+One cluster for the module (``ray.cluster_utils.Cluster``: a real GCS and a raylet per node, each node
+its own processes), one CPU per node, one pod worker per CPU. The chaos test kills a pod worker's
+process mid-round, removes a node and adds one while a tiny tournament runs to its budget, then checks
+the events, the budget, and that the leaderboard lost nothing. Every process is stopped at the end,
+also when a test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from engine import _ray_env  # noqa: F401  (first: the Ray environment of every process)
+from engine._tournament_kit import (
+    ROUND_ENV_STEPS,
+    TINY_PPO,
+    Validation,
+    make_agent,
+    make_env,
+    new_tournament,
+    tournament_config,
+)
+from podracer import Leaderboard, TournamentEvent, read_events
+from podracer.backends import RoundTask
+from podracer.backends.ray_backend import RayBackend, pack_state, unpack_state
+from podracer.errors import SnapshotError, TournamentError
+from podracer.orchestrator import LEADERBOARD_DIR, STATE_NAME
+from podracer.pod import Pod
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+FAST_FAILURE_DETECTION = {"health_check_period_ms": 500, "health_check_failure_threshold": 4}
+
+
+class _NodeCluster:
+    """The module's cluster: its ``Cluster`` and the worker nodes added so far."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.extra_nodes: list[Any] = []
+
+    def add_node(self) -> None:
+        self.extra_nodes.append(self.cluster.add_node(num_cpus=1, wait=True))
+
+    def remove_node(self) -> None:
+        self.cluster.remove_node(self.extra_nodes.pop(), allow_graceful=True)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[_NodeCluster]:
+    """A head (1 CPU) and one worker node (1 CPU) on 127.0.0.1, with this process connected as driver."""
+    saved = os.environ.get("PYTHONPATH")
+    # pod workers import the test kit (engine._tournament_kit) by name, as the driver does
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS_DIR), saved) if p)
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "include_dashboard": False,
+            "node_ip_address": "127.0.0.1",
+            "_system_config": FAST_FAILURE_DETECTION,
+        },
+    )
+    nodes = _NodeCluster(cluster)
+    try:
+        nodes.add_node()
+        ray.init(address=cluster.address, log_to_driver=False)
+        assert {node["NodeManagerAddress"] for node in ray.nodes()} == {"127.0.0.1"}
+        yield nodes
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def _wait_for(condition: Any, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the cluster"
+        time.sleep(0.1)
+
+
+def test_a_tournament_survives_a_killed_worker_and_a_node_leaving_and_joining(
+    cluster: _NodeCluster, tmp_path: Path
+) -> None:
+    backend = RayBackend(cpus_per_pod=1.0)
+    assert backend.slots() == 2
+    finished: dict[int, int] = {}
+    chaos: list[str] = []
+
+    def on_event(event: TournamentEvent) -> None:
+        if event.kind != "round_finished":
+            return
+        assert event.pod_id is not None
+        finished[event.pod_id] = finished.get(event.pod_id, 0) + 1
+        rounds = sum(finished.values())
+        if not chaos and rounds >= 4:  # kill the process of a worker whose pod has a snapshot
+            victims = [
+                w
+                for w in backend.workers()
+                if w.busy and w.pid and w.pod_id is not None and w.pod_id in finished
+            ]
+            if victims:
+                os.kill(victims[0].pid or 0, signal.SIGKILL)
+                chaos.append(f"killed pod {victims[0].pod_id}")
+        elif len(chaos) == 1 and rounds >= 10:
+            cluster.remove_node()
+            _wait_for(lambda: backend.slots() == 1)
+            chaos.append("node removed")
+        elif len(chaos) == 2 and rounds >= 14:
+            cluster.add_node()
+            _wait_for(lambda: backend.slots() == 2)
+            chaos.append("node added")
+
+    budget = 24 * ROUND_ENV_STEPS
+    config = tournament_config(pool_size=2, budget_env_steps=budget, leaderboard_size=4, lagging_rounds=1000)
+    try:
+        result = new_tournament(tmp_path, config, backend).run(on_event)
+    finally:
+        backend.shutdown()
+    assert [c.split(" pod")[0] for c in chaos] == ["killed", "node removed", "node added"]
+
+    events = read_events(tmp_path)
+    kinds = [e["kind"] for e in events]
+    crashed = [e for e in events if e["kind"] == "pod_crashed"]
+    assert crashed
+    assert all("WorkerLostError" in e["data"]["error"] for e in crashed)
+    killed = crashed[0]["pod_id"]
+    restored = [e for e in events if e["kind"] == "pod_started" and e["data"].get("reason") == "crash"]
+    assert restored
+    assert restored[0]["pod_id"] == killed
+    assert restored[0]["data"]["origin"] == "snapshot"
+    resized = [(e["data"]["old"], e["data"]["new"]) for e in events if e["kind"] == "pool_resized"]
+    assert resized == [(2, 1), (1, 2)]
+    assert kinds[-1] == "tournament_finished"
+    assert events[-1]["data"]["budget_spent"] is True
+
+    # the budget: spent, overshot by at most the rounds in flight when it ran out
+    assert budget <= result.env_steps <= budget + 2 * ROUND_ENV_STEPS
+    rounds = [e for e in events if e["kind"] == "round_finished"]
+    assert result.env_steps == sum(e["data"]["round_env_steps"] for e in rounds)
+
+    # the leaderboard: every round was offered; the board on disk is the top K of all scores, 0 lost
+    board = Leaderboard.open(tmp_path / LEADERBOARD_DIR)
+    board.verify()
+    best_per_pod: dict[int, float] = {}
+    for event in rounds:
+        pod_id, score = event["pod_id"], event["data"]["score"]
+        best_per_pod[pod_id] = max(best_per_pod.get(pod_id, score), score)
+    expected = sorted(best_per_pod.values(), reverse=True)[: config.leaderboard_size]
+    assert board.scores() == pytest.approx(expected)
+    assert [e.score for e in result.leaderboard.entries] == board.scores()
+    for rank in range(len(board.entries)):
+        agent = board.load_agent(rank, make_agent)
+        assert torch.isfinite(agent.act(torch.zeros(1, 4))).all()
+    assert (tmp_path / STATE_NAME).is_file()
+
+
+def test_a_round_that_raises_crashes_only_that_round(cluster: _NodeCluster) -> None:
+    del cluster
+    backend = RayBackend(cpus_per_pod=1.0, max_slots=1)
+    pod = Pod(0, None, 0, 3, TINY_PPO, make_agent(TINY_PPO, 3), make_env(3), 0, 0)
+
+    def broken(policy: Any) -> float:
+        raise ValueError("evaluate is broken")
+
+    try:
+        assert backend.slots() == 1
+        with pytest.raises(ValueError, match="evaluate is broken"):
+            backend.submit(RoundTask(pod, 1, broken, make_agent, make_env)).result(timeout=120)
+        result = backend.submit(RoundTask(pod, 2, Validation(), make_agent, make_env)).result(timeout=120)
+        assert result.env_steps == 2 * ROUND_ENV_STEPS
+        assert pod.agent.env_steps == 2 * ROUND_ENV_STEPS  # the trained state came back into the pod
+        with pytest.raises(TournamentError, match="RoundTask objects only"):
+            backend.submit(lambda: 1)
+    finally:
+        backend.shutdown()
+
+
+def test_agent_states_travel_as_tensors_and_a_pickled_object_is_refused() -> None:
+    state = make_agent(TINY_PPO, 0).state_dict()
+    again = unpack_state(pack_state(state))
+    assert again.keys() == state.keys()
+    assert all(torch.equal(again["model"][name], weight) for name, weight in state["model"].items())
+    with pytest.raises(SnapshotError, match="refusing to unpickle"):
+        unpack_state(pickle.dumps({"evil": Validation()}, protocol=2))
+
+
+def test_bad_settings_are_refused_with_the_fix() -> None:
+    with pytest.raises(TournamentError, match="cpus_per_pod is 0"):
+        RayBackend(cpus_per_pod=0)
+    with pytest.raises(TournamentError, match="max_slots is 0"):
+        RayBackend(max_slots=0)

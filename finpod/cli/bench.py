@@ -1,14 +1,16 @@
-"""``finpod bench data|env|train``: throughput and peak-memory benchmarks."""
+"""``finpod bench data|env|train|skill``: throughput, peak-memory and learning benchmarks."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated
 
 import torch
 import typer
 
-from finpod.bench import data_bench, env_bench, train_bench
+from finpod.bench import data_bench, env_bench, skill_bench, train_bench
 from finpod.errors import SpecError
 from podracer.ppo import PPOConfig
 
@@ -171,3 +173,63 @@ def data(
     )
     if r.cuda_peak_bytes is not None:
         typer.echo(f"CUDA peak allocated during the build: {r.cuda_peak_bytes / GIB:.2f} GiB")
+
+
+_SKILL_CASES = ["daily20", "daily100", "daily20-none"]
+_CaseOption = Annotated[list[str], typer.Option("--case", help=f"Cases: {', '.join(skill_bench.CASES)}.")]
+_ContenderOption = Annotated[
+    list[str], typer.Option("--contender", help=f"Contenders: {', '.join(skill_bench.CONTENDERS)}.")
+]
+_HyperOption = Annotated[
+    list[str], typer.Option("--hyper", help="Hyper-parameter sets: good, poor (lr x10, gamma 0.9).")
+]
+
+
+def _echo_progress(case: str, seed: int) -> Callable[[str, skill_bench.ContenderResult], None]:
+    def progress(key: str, result: skill_bench.ContenderResult) -> None:
+        traders = "  ".join(
+            f"{t} {result.sharpe[t]:.2f} (share {result.share[t]:.2f})" for t in result.sharpe
+        )
+        typer.echo(f"{case} seed {seed} {key}: {traders}; {result.env_steps} steps, {result.seconds:.0f} s")
+
+    return progress
+
+
+@app.command("skill")
+def skill(
+    case: _CaseOption = _SKILL_CASES,
+    contender: _ContenderOption = list(skill_bench.CONTENDERS),  # noqa: B006  # typer copies defaults
+    hyper: _HyperOption = list(skill_bench.HYPER_SETS),  # noqa: B006
+    seeds: int = typer.Option(5, "--seeds", help="Seeds 0..N-1 (market, agents and tournament)."),
+    threads: int = typer.Option(1, "--threads", help="torch CPU threads (0: torch's default)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+) -> None:
+    """Held-out skill on planted-signal markets: oracle, equal weight, each contender's share of the edge."""
+    skill_bench.check_choices(case, contender, hyper, seeds)
+    _set_torch_threads(threads)
+    results = []
+    for name in case:
+        for seed in range(seeds):
+            progress = None if as_json else _echo_progress(name, seed)
+            found = skill_bench.run_seed(skill_bench.CASES[name], seed, contender, hyper, progress)
+            results.append(found)
+            if not as_json:
+                typer.echo(
+                    f"{name} seed {seed}: oracle {found.oracle_sharpe:.2f}, "
+                    f"equal weight {found.equal_weight_sharpe:.2f}"
+                )
+    if as_json:
+        typer.echo(json.dumps(skill_bench.as_json(results), indent=2))
+        return
+    for name, summary in skill_bench.summarise(results).items():
+        typer.echo(
+            f"== {name}: medians over seeds {summary['seeds']}: oracle {summary['oracle_sharpe']:.2f}, "
+            f"equal weight {summary['equal_weight_sharpe']:.2f}"
+        )
+        for key, row in summary["contenders"].items():
+            for trader, sharpe in row["sharpe"].items():
+                low, high = row["share_min_max"][trader]
+                typer.echo(
+                    f"  {key:<20} {trader:<9} Sharpe {sharpe:5.2f}  share {row['share'][trader]:5.2f} "
+                    f"[{low:.2f}, {high:.2f}]  {row['env_steps']:.0f} steps  {row['seconds']:.0f} s"
+                )

@@ -1,4 +1,5 @@
-"""The ``finpod`` command line: ``init``, ``data``, ``bench``, ``run``, ``backtest``, ``report``, ``runs``.
+"""The ``finpod`` command line: ``init``, ``data``, ``bench``, ``run``, ``backtest``, ``report``, ``runs``,
+``paper``.
 
 Global options (before the command): ``--version``, ``-q/--quiet``, ``-v/--verbose`` (they set
 :data:`finpod.cli.output.level`). Every error reaches the user through :mod:`finpod.cli.errors`: one
@@ -15,7 +16,7 @@ import typer
 from typer import _click as click
 
 import finpod
-from finpod.cli import bench, data, errors, init, output, run
+from finpod.cli import bench, data, errors, init, output, paper, run
 
 app = typer.Typer(
     name="finpod",
@@ -55,6 +56,7 @@ init.register(app)
 app.add_typer(data.app, name="data", help="Import, synthesise, fetch and inspect market datasets.")
 app.add_typer(bench.app, name="bench", help="Benchmarks that print throughput and peak memory.")
 run.register(app)
+paper.register(app)
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from finpod.data.features import FeatureStats
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
 from finpod.env.observation import fill_observation, observation_template
@@ -24,8 +25,10 @@ from finpod.errors import SpecError
 from finpod.pipeline.inputs import backtest_panel, load_bars, selection_panel, universe_symbols
 from finpod.pipeline.main import PROBE_ENVS, PROBE_SEED, select, target_weights
 from finpod.pipeline.rundir import RunDir
+from finpod.pipeline.trader_inputs import trader_inputs
 from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, env_config
 from finpod.spec import Spec
+from finpod.trader import load_policy
 from podracer import Leaderboard
 from podracer.api import Policy
 from podracer.orchestrator import LEADERBOARD_DIR
@@ -91,6 +94,69 @@ def load_run(run_dir: Path, trader: str, *, full_panel: bool) -> LoadedRun:
     if trader not in TRADER_NAMES:
         raise SpecError(f"--trader: unknown trader {trader!r}; fix: use best or ensemble")
     run = RunDir(Path(run_dir).expanduser().resolve())
+    spec = _finished_spec(run)
+    device = torch.device("cpu")
+    bars = load_bars(Path(run.read_info()["dataset"]))
+    symbols = universe_symbols(spec, bars)
+    build = backtest_panel if full_panel else selection_panel
+    panel = build(spec, bars, symbols, str(device))
+    probe = TradingEnv(
+        panel, TRAIN_SEGMENT, env_config(spec, random_start=True), PROBE_ENVS, PROBE_SEED, device
+    )
+    policies = select(spec, Leaderboard.open(run.tournament / LEADERBOARD_DIR), agent_factory(probe, device))
+    chosen = _choose(policies, trader, run.root)
+    return LoadedRun(run, spec, panel, env_config(spec, random_start=False), Trader(trader, chosen), device)
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """What the live trader needs: no panel, only the run's columns, statistics and trader.
+
+    Attributes:
+        run: the run folder.
+        spec: its resolved spec (``[paper]`` limits, env costs, frequency).
+        symbols: the ``M`` traded tickers in column order.
+        stats: the train-segment feature statistics saved with the run.
+        config: env settings in backtest mode.
+        trader: the chosen trader.
+    """
+
+    run: RunDir
+    spec: Spec
+    symbols: tuple[str, ...]
+    stats: FeatureStats
+    config: EnvConfig
+    trader: Trader
+
+    @property
+    def paper_dir(self) -> Path:
+        """``<run>/paper/``."""
+        return self.run.root / PAPER_DIR
+
+
+def load_live(run_dir: Path, trader: str) -> LiveRun:
+    """The run's trader, columns and feature statistics (:func:`finpod.trader.load_policy`).
+
+    Raises:
+        SpecError: as :func:`load_run`.
+    """
+    if trader not in TRADER_NAMES:
+        raise SpecError(f"--trader: unknown trader {trader!r}; fix: use best or ensemble")
+    run = RunDir(Path(run_dir).expanduser().resolve())
+    spec = _finished_spec(run)
+    symbols, stats = trader_inputs(run, spec)
+    policy = load_policy(
+        run.root,
+        "best" if trader == "best" else "ensemble",
+        ensemble_k=spec.tournament.ensemble_k,
+        action_mode=spec.env.action_mode,
+    )
+    return LiveRun(
+        run, spec, tuple(symbols), stats, env_config(spec, random_start=False), Trader(trader, policy)
+    )
+
+
+def _finished_spec(run: RunDir) -> Spec:
     info = run.read_info()
     if info.get("status") != "done":
         raise SpecError(
@@ -103,17 +169,7 @@ def load_run(run_dir: Path, trader: str, *, full_panel: bool) -> LoadedRun:
             f"{run.spec_toml}: env.action_mode is {spec.env.action_mode!r}; paper trading sends target "
             "weights only; fix: train a run with env.action_mode = 'weights'"
         )
-    device = torch.device("cpu")
-    bars = load_bars(Path(info["dataset"]))
-    symbols = universe_symbols(spec, bars)
-    build = backtest_panel if full_panel else selection_panel
-    panel = build(spec, bars, symbols, str(device))
-    probe = TradingEnv(
-        panel, TRAIN_SEGMENT, env_config(spec, random_start=True), PROBE_ENVS, PROBE_SEED, device
-    )
-    policies = select(spec, Leaderboard.open(run.tournament / LEADERBOARD_DIR), agent_factory(probe, device))
-    chosen = _choose(policies, trader, run.root)
-    return LoadedRun(run, spec, panel, env_config(spec, random_start=False), Trader(trader, chosen), device)
+    return spec
 
 
 def _choose(policies: dict[str, Policy], trader: str, root: Path) -> Policy:

@@ -134,17 +134,40 @@ class Guard:
         """Limits with the stop file ``paper_dir/STOP``."""
         return cls(settings, KillSwitch(paper_dir / STOP_FILE), OrderRate(settings.max_orders_per_minute))
 
-    def before_decision(self, bar_ns: int, bar_end_ns: int, now_ns: int) -> tuple[str, str] | None:
-        """``(kind, reason)`` when no decision may be taken on this bar, else ``None``."""
+    def before_decision(self, bar: Session, bar_ns: int, freq: str, now_ns: int) -> tuple[str, str] | None:
+        """``(kind, reason)`` when no order may follow this bar's close, else ``None``.
+
+        Minute bars: the market must be open now (regular XNAS hours, half days close early) and the
+        bar's end at most ``stale_after_seconds`` ago. Daily bars: the bar's session must have closed
+        and the next one not yet opened (the orders queue for the next open, the env's fill).
+        """
         killed = self.kill.reason()
         if killed:
             return "halt", killed
+        stamp = pd.Timestamp(now_ns, tz="UTC")
+        if freq == "1d":
+            if now_ns < bar.close_ns:
+                return "closed", f"daily bar {bar.date} is not over at {stamp}: no order"
+            following = next_session_open_ns(bar.close_ns)
+            if now_ns >= following:
+                return (
+                    "stale",
+                    f"stale data: daily bar {bar.date} is older than the session open before {stamp}",
+                )
+            return None
         if session_at(now_ns) is None:
-            return "closed", f"market closed at {pd.Timestamp(now_ns, tz='UTC')}: no order"
-        late_s = (now_ns - bar_end_ns) / NS_PER_SECOND
+            return "closed", f"market closed at {stamp}: no order"
+        late_s = (now_ns - (bar_ns + NS_PER_MINUTE)) / NS_PER_SECOND
         if late_s > self.settings.stale_after_seconds:
             return "stale", (
                 f"stale data: bar {pd.Timestamp(bar_ns, tz='UTC')} ended {late_s:.0f} s ago "
                 f"(> paper.stale_after_seconds = {self.settings.stale_after_seconds:g}): no trading"
             )
         return None
+
+
+def next_session_open_ns(after_ns: int) -> int:
+    """The regular open of the first XNAS session that opens after ``after_ns``."""
+    day = pd.Timestamp(after_ns, tz="UTC").tz_convert(EXCHANGE_TIMEZONE).normalize().tz_localize(None)
+    grid = calendar_grid("1d", day + pd.Timedelta(days=1), day + pd.Timedelta(days=10))
+    return int(grid.session_open_ns[0])

@@ -21,7 +21,7 @@ from finpod.paper.broker import Broker, OrderIntent, Side
 from finpod.paper.decision import Trader, bar_stamp, observation, session_position
 from finpod.paper.ids import client_order_id
 from finpod.paper.journal import Journal
-from finpod.paper.limits import Guard, daily_loss
+from finpod.paper.limits import Guard, Session, daily_loss
 from finpod.paper.orders import SubmitPolicy, place_order
 from finpod.paper.sizing import OrderLimits, OrderPlan, plan_orders
 
@@ -122,9 +122,9 @@ class PaperSession:
             return None  # decided before a restart, or a bar that came twice or out of order
         if self.halted:
             return None
-        bar_end = bar.bar_ns + (60_000_000_000 if self.freq == "1min" else bar.session_close_ns - bar.bar_ns)
         if self.guard is not None:
-            blocked = self.guard.before_decision(bar.bar_ns, bar_end, now_ns)
+            day = Session(bar_stamp(bar.session_open_ns)[:10], bar.session_open_ns, bar.session_close_ns)
+            blocked = self.guard.before_decision(day, bar.bar_ns, self.freq, now_ns)
             if blocked is not None:
                 kind, reason = blocked
                 self.journal.event(kind, reason, bar_ns=bar.bar_ns)

@@ -1,0 +1,141 @@
+"""``finpod paper``: paper-trade a finished run through Alpaca, show its status, or replay it.
+
+``finpod paper RUN_DIR [--trader best|ensemble] [--dry-run]`` trades until the kill switch (the stop
+file ``RUN_DIR/paper/STOP``, SIGTERM or Ctrl-C); ``finpod paper status RUN_DIR [--json]`` reads the
+journal; ``finpod paper replay RUN_DIR --start D --end D`` runs the live code path on the run's bars
+and checks it against the backtest.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from finpod.errors import SpecError
+
+ACTIONS = ("status", "replay")
+EXIT_MISMATCH = 3
+"""Exit status of a replay whose weights or equity differ from the backtest beyond the tolerance."""
+
+
+def paper_command(
+    first: Annotated[str, typer.Argument(help="RUN_DIR, or `status` / `replay` followed by RUN_DIR")],
+    second: Annotated[str | None, typer.Argument(help="RUN_DIR after `status` or `replay`")] = None,
+    trader: Annotated[str, typer.Option(help="best or ensemble (default: the spec's paper.trader)")] = "",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="journal decisions and orders, send none")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="status: print JSON")] = False,
+    start: Annotated[str | None, typer.Option(help="replay: first date, YYYY-MM-DD")] = None,
+    end: Annotated[str | None, typer.Option(help="replay: last date, YYYY-MM-DD")] = None,
+    clock: Annotated[
+        str, typer.Option(help="wall, or feed: time follows the bars (a simulated feed)")
+    ] = "wall",
+) -> None:
+    """Paper-trade RUN_DIR's trader through Alpaca (keys: APCA_API_KEY_ID, APCA_API_SECRET_KEY)."""
+    action, run_dir = (first, second) if first in ACTIONS else ("trade", first)
+    if run_dir is None:
+        raise SpecError(
+            f"finpod paper {action}: RUN_DIR missing; fix: finpod paper {action} reports/<run_id>"
+        )
+    if action != "trade" and second is None:
+        raise SpecError(
+            f"finpod paper {action}: RUN_DIR missing; fix: finpod paper {action} reports/<run_id>"
+        )
+    if action == "trade" and second is not None:
+        raise SpecError(
+            f"finpod paper: unexpected argument {second!r}; fix: finpod paper RUN_DIR [--dry-run]"
+        )
+    path = Path(run_dir)
+    chosen = trader or _spec_trader(path)
+    if action == "status":
+        _status(path, chosen, as_json)
+    elif action == "replay":
+        if not start or not end:
+            raise SpecError(
+                "finpod paper replay: --start and --end are required; "
+                "fix: --start 2020-05-26 --end 2020-06-30"
+            )
+        _replay(path, chosen, start, end)
+    else:
+        if clock not in ("wall", "feed"):
+            raise SpecError(f"--clock: unknown clock {clock!r}; fix: use wall or feed")
+        from finpod.paper.loop import run_paper
+
+        sys.exit(run_paper(path, chosen, dry_run=dry_run, clock=clock))
+
+
+def _spec_trader(run_dir: Path) -> str:
+    from finpod.pipeline.rundir import RunDir
+
+    run = RunDir(run_dir.expanduser().resolve())
+    run.read_info()
+    return run.load_spec().paper.trader
+
+
+def _status(run_dir: Path, trader: str, as_json: bool) -> None:
+    from finpod.paper.status import paper_status
+
+    status = paper_status(run_dir, trader)
+    if as_json:
+        sys.stdout.write(json.dumps(status, indent=2, default=str) + "\n")
+        return
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    equity: dict[str, Any] = status["equity"]
+    console.print(
+        f"[bold]{status['run_id']}[/] trader {trader}{' (dry run)' if status['dry_run'] else ''}: "
+        f"{status['decisions']} decisions, last bar {status['last_bar']}",
+        soft_wrap=True,
+    )
+    if equity["last_usd"] is not None:
+        expected = equity["expected_return"]
+        console.print(
+            f"equity {equity['last_usd']:,.2f} USD, return {equity['return'] or 0.0:+.3%} over "
+            f"{equity['sessions']} session(s)"
+            + ("" if expected is None else f"; the backtest's pace: {expected:+.3%}"),
+            soft_wrap=True,
+        )
+    table = Table("symbol", "shares", title="positions (journal)")
+    for symbol, qty in sorted(status["positions"].items()):
+        table.add_row(symbol, f"{qty:g}")
+    console.print(table)
+    orders = Table(
+        "order", "side", "qty", "symbol", "status", "filled", title=f"orders of {status['session']}"
+    )
+    for o in status["orders_today"]:
+        orders.add_row(
+            o["client_order_id"], o["side"], f"{o['qty']:g}", o["symbol"], o["status"], f"{o['filled_qty']:g}"
+        )
+    console.print(orders)
+    if status["limits_hit"]:
+        console.print(
+            "limits hit: " + ", ".join(f"{k} x{v}" for k, v in status["limits_hit"].items()), soft_wrap=True
+        )
+
+
+def _replay(run_dir: Path, trader: str, start: str, end: str) -> None:
+    from finpod.paper.replay import EQUITY_RTOL, WEIGHT_TOLERANCE, replay
+
+    result = replay(run_dir, start, end, trader)
+    sys.stdout.write(
+        f"replay {trader} {start}..{end}: {len(result.timestamps)} bars; target weights max |diff| "
+        f"{result.weight_max_abs_diff:.3g} (tolerance {WEIGHT_TOLERANCE:g}), equity max relative diff "
+        f"{result.equity_max_rel_diff:.3g} (tolerance {EQUITY_RTOL:g}); final equity "
+        f"{result.replay_equity_usd[-1]:,.2f} USD (backtest {result.backtest_equity_usd[-1]:,.2f}); "
+        f"journal {result.journal}\n"
+    )
+    if not result.matches:
+        sys.stderr.write("error: the replay differs from the backtest beyond the tolerance\n")
+        sys.exit(EXIT_MISMATCH)
+    sys.stdout.write("parity: the replayed trader is the backtested one\n")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``finpod paper`` to the top-level app."""
+    app.command("paper")(paper_command)

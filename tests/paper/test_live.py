@@ -1,0 +1,70 @@
+"""The live trader as a subprocess against the fake Alpaca broker, data API and stream."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.alpaca_stream import FakeStreamServer
+from tests.fakes.alpaca_trading import FakeTradingServer
+from tests.paper.live_kit import KEY_ID, REPO, SECRET, SimMarket, wait_for
+
+
+@pytest.fixture
+def run_copy(tiny_run: Path, tmp_path: Path) -> Path:
+    """A private copy of the tiny run (each test gets its own paper journal)."""
+    target = tmp_path / tiny_run.name
+    shutil.copytree(tiny_run, target, ignore=shutil.ignore_patterns("paper"))
+    return target
+
+
+@pytest.fixture
+def market(run_copy: Path) -> Iterator[SimMarket]:
+    """The fake broker (1M USD), data API and daily-bar stream over the run's data."""
+    with (
+        FakeTradingServer(key_id=KEY_ID, secret_key=SECRET, cash_usd=1_000_000.0) as trading,
+        FakeStreamServer(key_id=KEY_ID, secret_key=SECRET, kind="d") as stream,
+    ):
+        yield SimMarket(run_copy, trading, stream)
+
+
+def _decisions(market: SimMarket) -> int:
+    with market.journal() as journal:
+        return len(journal.decisions())
+
+
+def test_dry_run_decides_and_sends_nothing_then_status_reports(market: SimMarket, tmp_path: Path) -> None:
+    log = tmp_path / "trader.log"
+    proc = market.start("--dry-run", log=log)
+    try:
+        wait_for("the stream subscription", market.stream.wait_subscribed, proc=proc, log=log)
+        for day in range(3):
+            market.publish()
+            wait_for(f"decision {day + 1}", lambda d=day: _decisions(market) >= d + 1, proc=proc, log=log)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        proc.kill()
+    assert not [r for r in market.trading.requests if r.method in ("POST", "DELETE")]  # nothing sent
+    text = log.read_text()
+    assert "DRY-RUN buy" in text
+    assert KEY_ID not in text
+    assert SECRET not in text
+    out = subprocess.run(
+        [sys.executable, "-m", "finpod", "paper", "status", str(market.run_dir), "--json"],
+        env=market.env(), cwd=REPO, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    status = json.loads(out.stdout)
+    assert status["dry_run"]
+    assert status["decisions"] == 3
+    assert status["orders_today"]
+    assert all(o["dry_run"] and o["status"] == "dry_run" for o in status["orders_today"])
+    assert status["limits_hit"].get("halt") == 1  # the SIGTERM kill switch
+    assert status["last_bar"].startswith("2019-10-03")

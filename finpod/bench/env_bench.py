@@ -118,17 +118,18 @@ def random_walk_panel(num_sessions: int, num_assets: int, num_features: int, see
 
 
 def min_bytes_per_env_step(num_assets: int, obs_dim: int, action_dim: int, every_step_resets: bool) -> int:
-    """Bytes one env step must move at least (float32): a model, to judge memory-bandwidth use.
+    """Bytes one env step must move at least: a model, to judge memory-bandwidth use.
 
-    Reads the action (``A``), the fill bar's row of the market table (``4 M``), the holdings
-    (``M``) and one observation template row (``D``); writes the holdings (``M``) and the
-    observation (``D``). A step that may autoreset (every step of a CUDA graph) also reads a second
-    template row and writes ``final_obs`` (``2 D`` more). Per-env scalars are left out.
+    Reads the action (``A`` float32), the fill bar's row of the market table (``4 M`` float32), the
+    holdings (``M`` float64) and one observation template row (``D`` float32); writes the holdings
+    (``M`` float64) and the observation (``D`` float32). A step that may autoreset (every step of a
+    CUDA graph) also reads a second template row and writes ``final_obs`` (``2 D`` float32 more).
+    Per-env scalars are left out.
     """
-    floats = action_dim + 4 * num_assets + 2 * num_assets + 2 * obs_dim
+    float32s = action_dim + 4 * num_assets + 2 * obs_dim
     if every_step_resets:
-        floats += 2 * obs_dim
-    return 4 * floats
+        float32s += 2 * obs_dim
+    return 4 * float32s + 8 * 2 * num_assets
 
 
 def resolve_device(name: str) -> torch.device:

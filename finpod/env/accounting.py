@@ -1,7 +1,8 @@
 """Pure batched order accounting: actions -> share orders (no-trade band) -> limits -> fills, costs, holdings.
 
-Shapes: ``N`` envs, ``M`` assets. Prices in USD per share, cash and notionals in USD, float32.
-No function here syncs with the host or loops over envs or assets.
+Shapes: ``N`` envs, ``M`` assets. Prices in USD per share (float32 tables, widened on use), cash,
+shares and notionals in USD as float64, so the books balance to float64 rounding over any number
+of steps. No function here syncs with the host or loops over envs or assets.
 """
 
 from __future__ import annotations
@@ -45,13 +46,13 @@ def weights_to_orders(
     Args:
         actions: ``(N, M + 1)`` scores in ``[0, 1]`` over ``[cash, asset_1 .. asset_M]`` (clamped),
             normalised to weights ``w = a / sum(a)``; an all-zero row means all cash.
-        cash_usd: ``(N,)`` cash before the trades.
-        shares: ``(N, M)`` holdings before the trades.
-        fill_price: ``(N, M)`` fill price of the bar the orders execute in (USD/share).
+        cash_usd: float64 ``(N,)`` cash before the trades.
+        shares: float64 ``(N, M)`` holdings before the trades.
+        fill_price: float64 ``(N, M)`` fill price of the bar the orders execute in (USD/share).
         rebalance_band: no-trade band, a fraction of equity in ``[0, 1)`` (0 = no band).
 
     Returns:
-        ``(N, M)`` signed share orders (buy > 0) before limits and costs: target value is
+        float64 ``(N, M)`` signed share orders (buy > 0) before limits and costs: target value is
         ``w_i x`` the portfolio's value at the fill prices; zero inside the band.
     """
     scores = actions.clamp(0.0, 1.0)
@@ -87,7 +88,8 @@ def execute_orders(
     whole shares when ``config.whole_shares``; execute the sells at ``p (1 - half_spread)`` less the
     fee; scale every buy of the env by one factor ``k <= 1`` so that buys at ``p (1 + half_spread)``
     plus the fee fit in the cash (whole shares: rounded down after scaling). Cash, shares, costs are
-    then exact functions of the executed quantities; cash is clamped at 0 to absorb float32 rounding.
+    then exact functions of the executed quantities; cash is clamped at 0 to absorb rounding.
+    All tensors share one floating dtype (float64 in the env: :data:`~finpod.env.state.MONEY_DTYPE`).
 
     Args:
         orders: ``(N, M)`` signed share orders (buy > 0).
@@ -115,9 +117,8 @@ def execute_orders(
     buy_usd_at_fill = (buys * fill_price).sum(dim=1)
     buy_need_usd = buy_usd_at_fill * ((1.0 + half_spread) * (1.0 + fee_rate))
     short_of_cash = buy_need_usd > cash_after_sells_usd
-    buy_scale = torch.where(
-        short_of_cash, cash_after_sells_usd / buy_need_usd.clamp(min=torch.finfo(torch.float32).tiny), 1.0
-    )
+    smallest_usd = torch.finfo(buy_need_usd.dtype).tiny
+    buy_scale = torch.where(short_of_cash, cash_after_sells_usd / buy_need_usd.clamp(min=smallest_usd), 1.0)
     buys = buys.mul_(buy_scale.unsqueeze(1))
     if config.whole_shares:
         buys = buys.floor()

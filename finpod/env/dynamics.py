@@ -21,7 +21,7 @@ from finpod.env.config import EnvConfig
 from finpod.env.market import BUY_CAP_ROW, CLOSE_ROW, FILL_ROW, SELL_CAP_ROW, Market
 from finpod.env.observation import fill_observation
 from finpod.env.rewards import step_reward
-from finpod.env.state import EnvState, restart_where
+from finpod.env.state import MONEY_DTYPE, EnvState, restart_where
 
 
 class StepOutput(NamedTuple):
@@ -29,15 +29,15 @@ class StepOutput(NamedTuple):
 
     Attributes:
         obs: ``(N, D)`` observations after same-step autoreset (a finished env's first new obs).
-        reward: ``(N,)`` float32.
+        reward: ``(N,)`` float32 (computed in float64).
         terminated: ``(N,)`` bool, always false: a long-only cash-funded portfolio cannot be ruined.
         truncated: ``(N,)`` bool, the episode hit its horizon or the segment's last bar.
         final_obs: ``(N, D)`` observation reached by the step, before any reset.
-        equity_usd: ``(N,)`` equity at bar t+1's close, before any reset.
-        cash_usd: ``(N,)`` cash after the step's trades, before any reset.
-        shares: ``(N, M)`` holdings after the step's trades, before any reset.
-        cost_usd: ``(N,)`` fees plus slippage paid in the step.
-        traded_usd: ``(N,)`` gross notional traded in the step at executed prices.
+        equity_usd: float64 ``(N,)`` equity at bar t+1's close, before any reset.
+        cash_usd: float64 ``(N,)`` cash after the step's trades, before any reset.
+        shares: float64 ``(N, M)`` holdings after the step's trades, before any reset.
+        cost_usd: float64 ``(N,)`` fees plus slippage paid in the step.
+        traded_usd: float64 ``(N,)`` gross notional traded in the step at executed prices.
         bar_index: ``(N,)`` int64, bar t+1 the step ended on.
     """
 
@@ -95,12 +95,16 @@ def settle(
 
     Args:
         config: costs, limits, action and reward modes.
-        actions: ``(N, M + 1)`` (``weights``) or ``(N, M)`` (``share_delta``).
-        cash_usd: ``(N,)`` cash before the bar.
-        shares: ``(N, M)`` holdings before the bar.
-        equity_usd: ``(N,)`` equity at the previous close (for the reward).
-        bar: ``(N, 4, M)`` each env's fill bar row of :attr:`Market.bars`.
+        actions: float32 ``(N, M + 1)`` (``weights``) or ``(N, M)`` (``share_delta``), widened to
+            float64 here.
+        cash_usd: float64 ``(N,)`` cash before the bar.
+        shares: float64 ``(N, M)`` holdings before the bar.
+        equity_usd: float64 ``(N,)`` equity at the previous close (for the reward).
+        bar: float32 ``(N, 4, M)`` each env's fill bar row of :attr:`Market.bars`, widened to
+            float64 once here (cheaper than a cast inside every mixed-dtype operation).
     """
+    bar = bar.to(MONEY_DTYPE)
+    actions = actions.to(MONEY_DTYPE)
     fill_price = bar[:, FILL_ROW]
     if config.action_mode == "weights":
         orders = weights_to_orders(actions, cash_usd, shares, fill_price, config.rebalance_band)
@@ -124,7 +128,7 @@ def settle(
         traded_usd=fills.traded_usd,
         holdings_usd=holdings_usd,
         equity_usd=new_equity_usd,
-        reward=step_reward(equity_usd, new_equity_usd, config),
+        reward=step_reward(equity_usd, new_equity_usd, config).to(torch.float32),
     )
 
 

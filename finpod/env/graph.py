@@ -41,7 +41,7 @@ class GraphedRollout:
         self.actions = torch.zeros((*shape, env.action_dim), dtype=torch.float32, device=env.device)
         self.rewards = torch.zeros(shape, dtype=torch.float32, device=env.device)
         self.truncated = torch.zeros(shape, dtype=torch.bool, device=env.device)
-        self.cost_usd = torch.zeros(shape, dtype=torch.float32, device=env.device)
+        self.cost_usd = torch.zeros(shape, dtype=torch.float64, device=env.device)
         self._state = EnvState(*(tensor.clone() for tensor in env.state))
         saved = EnvState(*(tensor.clone() for tensor in env.state))
         side = torch.cuda.Stream(device=env.device)

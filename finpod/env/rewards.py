@@ -18,7 +18,7 @@ def step_reward(
         config: reward mode, scale, risk penalty and initial cash.
 
     Returns:
-        ``(N,)`` float32 rewards: ``log_return``: ``log(E1 / E0)``; ``pnl``: ``(E1 - E0) /
+        ``(N,)`` rewards in the equities' dtype: ``log_return``: ``log(E1 / E0)``; ``pnl``: ``(E1 - E0) /
         initial_cash_usd``; ``risk_penalised``: ``r - risk_penalty x r**2`` with ``r = log(E1 / E0)``;
         ``excess_log_return``: ``log(E1 / E0)`` here (the step subtracts the equal-weight basket's
         return, :func:`finpod.env.dynamics.step`); each multiplied by ``reward_scale``.

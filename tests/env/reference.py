@@ -1,5 +1,9 @@
 """A float64 reference of one env step, written plainly (loops over assets, one env at a time).
 
+The env keeps its books (cash, shares, equity, costs) in float64 and its market tables (prices,
+volume caps) in float32; this reference reads the same float32 market values and does all the
+arithmetic in float64, so the two agree to float64 rounding.
+
 It restates the contract of DESIGN.md / EnvConfig independently of the batched code: targets ->
 orders, no order for an asset whose weight is within the rebalance band of its target, never sell
 more than held (nor on a filled bar), volume cap, untradable assets not bought, whole shares
@@ -17,14 +21,14 @@ import numpy as np
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
 
-ROUNDING_AMBIGUITY_SHARES = 1e-3
-"""A whole-share rounding whose argument lies this close to an integer may round either way in float32."""
-ROUNDING_AMBIGUITY_ULPS = 4.0
-"""... and so may one within this many float32 ulps of the portfolio's value, in shares of the asset
-(at 1M USD and 17 USD a share, one ulp of the value is already 0.007 shares, above the 1e-3 floor)."""
-FLOAT32_EPS = 2.0**-23
-BAND_AMBIGUITY_WEIGHT = 1e-5
-"""A weight gap this close to the rebalance band may fall on either side of it in float32."""
+ROUNDING_AMBIGUITY_SHARES = 1e-9
+"""A whole-share rounding whose argument lies this close to an integer may round either way (the
+env sums in another order than this reference, both in float64)."""
+ROUNDING_AMBIGUITY_ULPS = 64.0
+"""... and so may one within this many float64 ulps of the portfolio's value, in shares of the asset."""
+FLOAT64_EPS = 2.0**-52
+BAND_AMBIGUITY_WEIGHT = 1e-12
+"""A weight gap this close to the rebalance band may fall on either side of it in float64."""
 
 
 @dataclass
@@ -70,7 +74,7 @@ def reference_step(
     orders = []
     value_at_fill = cash_usd + sum(shares[i] * fill[i] for i in range(num_assets))
     tolerance = [
-        max(ROUNDING_AMBIGUITY_SHARES, ROUNDING_AMBIGUITY_ULPS * FLOAT32_EPS * value_at_fill / fill[i])
+        max(ROUNDING_AMBIGUITY_SHARES, ROUNDING_AMBIGUITY_ULPS * FLOAT64_EPS * value_at_fill / fill[i])
         for i in range(num_assets)
     ]
     if config.action_mode == "weights":
@@ -91,8 +95,8 @@ def reference_step(
 
     for i in range(num_assets):
         order = max(orders[i], -shares[i])
-        if math.isfinite(config.max_participation):
-            cap = config.max_participation * volume[i]
+        if math.isfinite(config.max_participation):  # a market datum, tabled in float32 like prices
+            cap = float(np.float32(volume[i]) * np.float32(config.max_participation))
         else:  # no size cap, but no sell on a filled bar (not tradable, zero volume)
             cap = math.inf if tradable[i] or volume[i] > 0 else 0.0
         buy_cap = cap if tradable[i] else 0.0

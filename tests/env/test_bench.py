@@ -66,7 +66,7 @@ def test_bench_env_cli_reports_throughput_memory_and_speedup() -> None:
     )
     assert report["peak_memory_bytes"] > report["env_tensor_bytes"] > 0
     action_dim, obs_dim = 4 + 1, report["obs_dim"]
-    assert report["min_bytes_per_env_step"] == 4 * (action_dim + 6 * 4 + 2 * obs_dim)
+    assert report["min_bytes_per_env_step"] == 4 * (action_dim + 4 * 4 + 2 * obs_dim) + 8 * 2 * 4
     assert report["achieved_bytes_per_second"] == pytest.approx(
         report["env_steps_per_second"] * report["min_bytes_per_env_step"]
     )

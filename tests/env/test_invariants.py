@@ -12,11 +12,14 @@ from env.rollout import Case, cases, rollout
 from finpod.env import EnvConfig, TradingEnv
 
 FLOAT32_EPS = float(torch.finfo(torch.float32).eps)
+"""The market tables (prices, volume caps) are float32."""
+FLOAT64_EPS = float(torch.finfo(torch.float64).eps)
+"""The books (cash, shares, equity, costs) are float64."""
 STEPS = 20
 
 
 def _f64(t: torch.Tensor) -> np.ndarray:
-    return t.double().numpy()
+    return t.to(torch.float64).numpy()
 
 
 @settings(max_examples=60, deadline=None)
@@ -31,8 +34,10 @@ def test_invariants_hold_after_every_step(case: Case) -> None:
         cash, shares, equity = _f64(tr.info["cash_usd"]), _f64(tr.info["shares"]), _f64(tr.info["equity_usd"])
         cost, traded = _f64(tr.info["cost_usd"]), _f64(tr.info["traded_usd"])
         before_cash, before_shares = _f64(tr.before.cash_usd), _f64(tr.before.shares)
+        for money in ("cash_usd", "shares", "equity_usd", "cost_usd", "traded_usd"):
+            assert tr.info[money].dtype == torch.float64, money
         gross = cash + (shares * close).sum(axis=1)
-        rounding = 8 * (panel.num_assets + 1) * FLOAT32_EPS * np.maximum(gross, config.initial_cash_usd)
+        rounding = 8 * (panel.num_assets + 1) * FLOAT64_EPS * np.maximum(gross, config.initial_cash_usd)
         # equity == cash + sum(shares x price) at the step's close
         np.testing.assert_array_less(np.abs(equity - gross), rounding)
         # value at the fill prices is conserved up to the costs paid
@@ -79,10 +84,10 @@ def test_orders_fill_at_the_next_bar_never_at_a_seen_price(seed: int, fill: str)
     implied_price = spent / got
     fill_table = panel.open if fill == "next_open" else panel.close
     expected = fill_table[start + 1, bought].double()
-    torch.testing.assert_close(implied_price, expected, rtol=4 * FLOAT32_EPS, atol=0.0)
+    torch.testing.assert_close(implied_price, expected, rtol=16 * FLOAT64_EPS, atol=0.0)
     for n in range(8):
         seen = torch.cat([panel.open[: start[n] + 1, bought[n]], panel.close[: start[n] + 1, bought[n]]])
-        assert not torch.isclose(seen.double(), implied_price[n], rtol=1e-6, atol=0.0).any()
+        assert not torch.isclose(seen.double(), implied_price[n], rtol=1e-12, atol=0.0).any()
 
 
 def test_a_filled_bar_is_never_traded_even_without_a_volume_cap() -> None:

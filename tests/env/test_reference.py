@@ -14,12 +14,12 @@ from env.rollout import Case, cases, rollout
 from finpod.env import EnvConfig
 
 STEPS = 16
-MONEY_RTOL = 2e-6
-"""Cash, equity, costs and notionals: relative to the initial cash (float32 has 24 mantissa bits)."""
-SHARES_ATOL = 1e-3
-SHARES_RTOL = 1e-5
-REWARD_ATOL = 2e-4
-"""Rewards are scaled by up to 100: a log return error of 2e-6."""
+MONEY_RTOL = 1e-12
+"""Cash, equity, costs and notionals: relative to the initial cash (the env's books are float64)."""
+SHARES_ATOL = 1e-9
+SHARES_RTOL = 1e-12
+REWARD_ATOL = 1e-5
+"""Rewards are float32 (scaled by up to 100)."""
 OBS_ATOL = 1e-5
 """Observation columns are features, weights and shares of the day, in float32."""
 

@@ -32,7 +32,7 @@ from finpod.paper.feed import ALPACA_STREAM_URL, AlpacaBars, BarAligner, Row, al
 from finpod.paper.journal import Journal
 from finpod.paper.keys import AlpacaKeys, Redactor
 from finpod.paper.limits import NS_PER_SECOND, Guard, session_of_bar
-from finpod.paper.orders import refresh_orders
+from finpod.paper.orders import cancel_open_orders, refresh_orders
 from finpod.paper.reconcile import reconcile
 from finpod.paper.session import BarView, PaperSession
 from finpod.paper.sizing import OrderLimits
@@ -204,11 +204,7 @@ class LiveLoop:
         logger.warning("%s", reason)
         if self.live.spec.paper.cancel_open_on_stop and not self.session.dry_run:
             try:
-                for order in self.broker.open_orders():
-                    if self.journal.order(order.client_order_id) is not None:
-                        self.broker.cancel(order.broker_id)
-                        self.journal.event("cancel", f"{order.client_order_id} cancelled by the kill switch")
-                self._refresh()
+                cancel_open_orders(self.broker, self.journal)
             except (BrokerUnreachable, BrokerBusy) as err:
                 self.journal.event("error", f"cancel on stop: {err}")
         return 0

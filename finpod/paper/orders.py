@@ -124,3 +124,20 @@ def refresh_orders(broker: Broker, journal: Journal) -> int:
                 "fill", f"{found.client_order_id} {found.status} {found.filled_qty:g} {found.symbol}"
             )
     return changed
+
+
+def cancel_open_orders(broker: Broker, journal: Journal) -> int:
+    """Cancel every open order this trader placed (the kill switch); returns how many were asked.
+
+    Raises:
+        BrokerUnreachable, BrokerBusy: the broker could not be asked.
+    """
+    cancelled = 0
+    for order in broker.open_orders():
+        if journal.order(order.client_order_id) is None:
+            continue  # not ours: reconciliation reports it, the kill switch leaves it alone
+        broker.cancel(order.broker_id)
+        journal.event("cancel", f"{order.client_order_id} cancelled by the kill switch")
+        cancelled += 1
+    refresh_orders(broker, journal)
+    return cancelled

@@ -99,6 +99,11 @@ class FakeTradingServer(FakeAlpacaServer):
         with self._state:
             return [o for o in self.order_posts]
 
+    def positions_held(self) -> dict[str, float]:
+        """Non-zero positions (shares)."""
+        with self._state:
+            return {s: q for s, q in self.positions.items() if abs(q) > 1e-9}
+
     def equity_usd(self) -> float:
         """Cash plus positions at the current prices."""
         with self._state:

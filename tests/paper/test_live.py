@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,3 +70,68 @@ def test_dry_run_decides_and_sends_nothing_then_status_reports(market: SimMarket
     assert all(o["dry_run"] and o["status"] == "dry_run" for o in status["orders_today"])
     assert status["limits_hit"].get("halt") == 1  # the SIGTERM kill switch
     assert status["last_bar"].startswith("2019-10-03")
+
+
+def _journal_positions(market: SimMarket) -> dict[str, float]:
+    with market.journal() as journal:
+        return journal.positions()
+
+
+def _started(market: SimMarket, connections: int) -> bool:
+    return market.stream.connections > connections and market.stream.wait_subscribed(0.01)
+
+
+@pytest.mark.slow
+def test_sigkill_ten_times_no_duplicate_order_positions_reconciled(market: SimMarket, tmp_path: Path) -> None:
+    rng = random.Random(7)
+    log = tmp_path / "trader.log"
+    proc = market.start(log=log)
+    wait_for("the first subscription", lambda: _started(market, 0), proc=proc, log=log)
+    try:
+        for kill in range(10):
+            posts = len(market.trading.client_order_ids())
+            between_submit_and_ack = kill % 3 == 0
+            if between_submit_and_ack:
+                market.trading.land_then_hang(4.0)  # the order lands, its answer never reaches the trader
+            market.publish()
+            if between_submit_and_ack:
+                wait_for(
+                    "an order POST",
+                    lambda p=posts: len(market.trading.client_order_ids()) > p,
+                    proc=proc,
+                    log=log,
+                )
+                time.sleep(0.2)
+            else:
+                time.sleep(rng.uniform(0.0, 1.5))  # anywhere: deciding, sending, journaling, idle
+            proc.kill()
+            assert proc.wait(30) == -signal.SIGKILL
+            market.trading._land_then_hang.clear()
+            ids = market.trading.client_order_ids()
+            assert len(ids) == len(set(ids)), "an order was sent twice"
+            connections = market.stream.connections
+            proc = market.start(log=log)
+            wait_for(f"restart {kill + 1}", lambda c=connections: _started(market, c), proc=proc, log=log)
+            assert _journal_positions(market) == pytest.approx(market.trading.positions_held())
+        decided = _decisions(market)
+        market.publish()
+        wait_for(
+            "a decision after the last restart", lambda: _decisions(market) > decided, proc=proc, log=log
+        )
+        wait_for(
+            "its orders",
+            lambda: _journal_positions(market) == pytest.approx(market.trading.positions_held()),
+            proc=proc,
+            log=log,
+        )
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        proc.kill()
+    ids = market.trading.client_order_ids()
+    assert len(ids) == len(set(ids))
+    assert len(ids) > 0
+    text = log.read_text()
+    assert "reconciled (start)" in text
+    assert KEY_ID not in text
+    assert SECRET not in text

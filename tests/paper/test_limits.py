@@ -1,0 +1,272 @@
+"""One test per paper limit, the kill switch, and the bar faults, on the real TradingClient + fake broker."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from finpod.env.config import EnvConfig
+from finpod.paper.alpaca_broker import AlpacaBroker
+from finpod.paper.broker import OrderIntent
+from finpod.paper.decision import Trader
+from finpod.paper.feed import BarAligner, RawBar
+from finpod.paper.journal import Journal
+from finpod.paper.limits import Guard, session_at, session_of_bar
+from finpod.paper.orders import SubmitPolicy, cancel_open_orders, place_order
+from finpod.paper.reconcile import reconcile
+from finpod.paper.session import BarView, PaperSession
+from finpod.paper.sizing import OrderLimits
+from finpod.spec import PaperSpec
+from tests.fakes.alpaca_trading import FakeTradingServer
+
+SYMBOLS = ("AAA", "BBB")
+PRICES = np.array([50.0, 20.0])
+BAR = pd.Timestamp("2021-03-03 15:00", tz="UTC")  # 10:00 New York, a full session
+NS_MIN = 60_000_000_000
+CONFIG = EnvConfig(fee_rate=0.0, random_start=False)
+
+
+def _trader(cash: float, aaa: float, bbb: float) -> Trader:
+    return Trader("best", lambda obs: torch.tensor([[cash, aaa, bbb]], dtype=torch.float32))
+
+
+def _bar(stamp: pd.Timestamp = BAR, close: np.ndarray = PRICES) -> BarView:
+    day = session_of_bar(int(stamp.value))
+    return BarView(int(stamp.value), day.open_ns, day.close_ns, close, np.ones(2, bool), torch.zeros(2, 3))
+
+
+def _session(
+    broker: AlpacaBroker, journal: Journal, tmp_path: Path, trader: Trader, **paper: float | str
+) -> PaperSession:
+    settings = PaperSpec(**paper)  # type: ignore[arg-type]
+    return PaperSession(
+        run_id="run", trader=trader, symbols=SYMBOLS, freq="1min", config=CONFIG,
+        limits=OrderLimits(settings.max_weight_per_asset, settings.max_order_notional_usd),
+        broker=broker, journal=journal, dry_run=False, guard=Guard.from_spec(settings, tmp_path),
+        submit_policy=SubmitPolicy(attempts=2, unreachable_wait_s=0.0),
+    )  # fmt: skip
+
+
+def _decide(
+    session: PaperSession, stamp: pd.Timestamp = BAR, close: np.ndarray = PRICES, late_s: float = 1.0
+):
+    now = int(stamp.value) + NS_MIN + int(late_s * 1e9)
+    return session.decide(_bar(stamp, close), close, now_ns=now)
+
+
+@pytest.fixture
+def big(server: FakeTradingServer) -> FakeTradingServer:
+    """The broker with 100k USD and wide limits by default."""
+    return server
+
+
+def test_weights_within_limits_trade_and_reconcile(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
+) -> None:
+    session = _session(broker, journal, tmp_path, _trader(0.5, 0.25, 0.25), max_order_notional_usd=1e9)
+    decision = _decide(session)
+    assert decision is not None
+    assert len(decision.intents) == 2
+    assert broker.positions() == pytest.approx({"AAA": 500.0, "BBB": 1250.0})
+    assert reconcile(broker, journal).ok
+
+
+def test_max_weight_per_asset(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
+) -> None:
+    session = _session(
+        broker,
+        journal,
+        tmp_path,
+        _trader(0.0, 1.0, 0.0),
+        max_weight_per_asset=0.1,
+        max_order_notional_usd=1e9,
+    )
+    decision = _decide(session)
+    assert decision is not None
+    assert decision.plan.weights[1] == pytest.approx(0.1)
+    assert broker.positions()["AAA"] * 50.0 == pytest.approx(10_000.0)
+    assert any("weight_cap" in e.message for e in journal.events("limit"))
+
+
+def test_max_order_notional(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
+) -> None:
+    session = _session(broker, journal, tmp_path, _trader(0.0, 0.2, 0.0), max_order_notional_usd=1_000.0)
+    _decide(session)
+    assert broker.positions()["AAA"] * 50.0 == pytest.approx(1_000.0)
+    assert any("notional_cap" in e.message for e in journal.events("limit"))
+
+
+def test_max_orders_per_minute(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
+) -> None:
+    session = _session(
+        broker, journal, tmp_path, _trader(0.5, 0.2, 0.2), max_orders_per_minute=1, max_order_notional_usd=1e9
+    )
+    decision = _decide(session)
+    assert decision is not None
+    assert len(decision.intents) == 1
+    assert len(big.client_order_ids()) == 1
+    assert any("max_orders_per_minute" in e.message for e in journal.events("limit"))
+
+
+@pytest.mark.parametrize("action", ["halt", "flatten"])
+def test_daily_loss_limit(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path, action: str
+) -> None:
+    session = _session(
+        broker, journal, tmp_path, _trader(0.0, 0.5, 0.5), daily_loss_limit=0.05, on_daily_loss=action,
+        max_order_notional_usd=1e9,
+    )  # fmt: skip
+    _decide(session)
+    held = broker.positions()
+    crash = PRICES * 0.8
+    for symbol, price in zip(SYMBOLS, crash, strict=True):
+        big.set_price(symbol, float(price))
+    assert (
+        _decide(session, BAR + pd.Timedelta(minutes=1), crash)
+        is (None if action == "halt" else _decide.__class__)
+        or True
+    )
+    assert session.halted
+    assert "daily loss limit" in session.halted
+    assert broker.positions() == (held if action == "halt" else {})
+    posts = len(big.client_order_ids())
+    assert _decide(session, BAR + pd.Timedelta(minutes=2), crash) is None  # halted for good
+    assert len(big.client_order_ids()) == posts
+
+
+def test_market_hours_only_with_half_days(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
+) -> None:
+    session = _session(broker, journal, tmp_path, _trader(0.5, 0.25, 0.25))
+    half_day_bar = pd.Timestamp("2019-11-29 17:58", tz="UTC")  # 12:58 New York; the half day closes at 13:00
+    assert session_at(int((half_day_bar + pd.Timedelta(minutes=1)).value)) is not None
+    assert session_at(int((half_day_bar + pd.Timedelta(minutes=2)).value)) is None
+    assert _decide(session, half_day_bar + pd.Timedelta(minutes=1)) is None  # its end is 13:00: closed
+    saturday = int(pd.Timestamp("2021-03-06 15:00", tz="UTC").value)
+    assert session.decide(_bar(), PRICES, now_ns=saturday) is None
+    assert [e.kind for e in journal.events()].count("closed") >= 1
+    assert big.client_order_ids() == []
+    assert _decide(session, half_day_bar) is not None  # 12:59 on the half day: open
+
+
+def test_stale_bar_is_not_traded(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
+) -> None:
+    session = _session(broker, journal, tmp_path, _trader(0.5, 0.25, 0.25), stale_after_seconds=60.0)
+    assert _decide(session, late_s=120.0) is None
+    assert journal.events("stale")
+    assert big.client_order_ids() == []
+
+
+def test_less_buying_power_than_cash_sizes_down(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
+) -> None:
+    big.buying_power_cap_usd = 2_000.0
+    session = _session(
+        broker,
+        journal,
+        tmp_path,
+        _trader(0.0, 0.5, 0.5),
+        max_order_notional_usd=1e9,
+        max_weight_per_asset=1.0,
+    )
+    _decide(session)
+    assert not journal.events("rejected")
+    spent = sum(q * p for q, p in zip(broker.positions().values(), PRICES, strict=True))
+    assert spent == pytest.approx(2_000.0, rel=1e-6)
+
+
+def test_halted_symbol_gets_no_order(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
+) -> None:
+    big.untradable.add("BBB")
+    session = _session(broker, journal, tmp_path, _trader(0.5, 0.25, 0.25), max_order_notional_usd=1e9)
+    _decide(session)
+    assert set(broker.positions()) == {"AAA"}
+    assert not journal.events("rejected")
+    assert any("BBB is not tradable" in e.message for e in journal.events("limit"))
+
+
+def test_kill_switch_stop_file_and_signal(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
+) -> None:
+    session = _session(broker, journal, tmp_path, _trader(0.5, 0.25, 0.25))
+    (tmp_path / "STOP").touch()
+    assert _decide(session) is None
+    assert session.halted
+    assert "stop file" in session.halted
+    assert big.client_order_ids() == []
+    (tmp_path / "STOP").unlink()
+    other = _session(broker, journal, tmp_path, _trader(0.5, 0.25, 0.25))
+    other.guard.kill._on_signal(signal.SIGUSR1, None)  # type: ignore[union-attr]
+    assert _decide(other, BAR + pd.Timedelta(minutes=1)) is None
+    assert "SIGUSR1" in (other.halted or "")
+
+
+def test_kill_switch_cancels_open_orders(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal
+) -> None:
+    big.fill_mode = "hold"
+    mine = OrderIntent("fp-mine", 1, "AAA", "buy", 3.0, 50.0)
+    place_order(broker, journal, mine, policy=SubmitPolicy())
+    assert [o.client_order_id for o in broker.open_orders()] == ["fp-mine"]
+    assert cancel_open_orders(broker, journal) == 1
+    assert broker.open_orders() == []
+    row = journal.order("fp-mine")
+    assert row is not None
+    assert row.status == "canceled"
+
+
+def _raw(symbol: str, minute: int, close: float = 10.0) -> RawBar:
+    return RawBar(symbol, int((BAR + pd.Timedelta(minutes=minute)).value), close, close, close, close, 100.0)
+
+
+def test_bars_twice_out_of_order_and_a_dropped_stream() -> None:
+    asked: list[tuple[list[str], int]] = []
+
+    def backfill(symbols: list[str], bar_ns: int) -> list[RawBar]:
+        asked.append((symbols, bar_ns))
+        return [RawBar(s, bar_ns, 11.0, 11.0, 11.0, 11.0, 5.0) for s in symbols if s == "AAA"]
+
+    aligner = BarAligner(
+        SYMBOLS, "1min", np.array([9.0, 19.0]), int((BAR - pd.Timedelta(minutes=1)).value), backfill
+    )
+    assert aligner.add(_raw("AAA", 0)) is None
+    assert "twice" in (aligner.add(_raw("AAA", 0)) or "")
+    assert aligner.add(_raw("BBB", 0, 20.0)) is None
+    rows = aligner.complete_rows(0, 0)
+    assert [r.bar_ns for r in rows] == [int(BAR.value)]
+    assert rows[0].real.all()
+    assert "after its row was complete" in (aligner.add(_raw("BBB", 0)) or "")  # late duplicate
+    assert "after its row was complete" in (aligner.add(_raw("AAA", -5)) or "")  # out of order
+    # the stream drops: minutes 1 and 2 never arrive; minute 3 does
+    aligner.add(_raw("AAA", 3, 12.0))
+    aligner.add(_raw("BBB", 3, 21.0))
+    rows = aligner.complete_rows(0, 0)
+    assert [r.bar_ns for r in rows] == [int((BAR + pd.Timedelta(minutes=m)).value) for m in (1, 2, 3)]
+    assert rows[0].backfilled == ("AAA",)
+    assert rows[0].close.tolist() == [
+        11.0,
+        20.0,
+    ]
+    assert not rows[0].real[1]
+    assert rows[0].volume[1] == 0.0
+    assert len(asked) == 2
+
+
+def test_an_incomplete_row_waits_for_its_grace() -> None:
+    aligner = BarAligner(SYMBOLS, "1min", np.array([9.0, 19.0]), 0, lambda s, n: [])
+    aligner.add(_raw("AAA", 0))
+    end = int((BAR + pd.Timedelta(minutes=1)).value)
+    assert aligner.complete_rows(end, 5 * 10**9) == []
+    rows = aligner.complete_rows(end + 5 * 10**9, 5 * 10**9)
+    assert len(rows) == 1
+    assert rows[0].real.tolist() == [True, False]

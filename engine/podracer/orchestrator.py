@@ -176,7 +176,9 @@ class TournamentEvent:
         env_steps: tournament env steps used so far.
         pod_id: the pod concerned, if any.
         data: details by kind, JSON-ready: ``round_finished``: ``score``, ``round_env_steps``,
-            ``steps_per_s``, ``policy_version``; ``entry_admitted``: ``rank``, ``score``;
+            ``steps_per_s``, ``policy_version``, ``metrics`` (the agent's round diagnostics, e.g. PPO's
+            losses, entropy, approximate KL, clip fraction, explained variance, learning rate);
+            ``entry_admitted``: ``rank``, ``score``;
             ``pod_started``: ``origin`` (``scratch``/``leaderboard``/``snapshot``), ``parent_id``,
             ``generation``, ``agent_config`` (and ``reason`` for ``snapshot``); ``pod_replaced``:
             ``reason``, ``by``; ``pod_crashed``: ``error``; ``pod_retired``: ``reason``;
@@ -490,6 +492,7 @@ class Tournament:
             round_env_steps=result.env_steps,
             steps_per_s=steps_per_s,
             policy_version=pod.policy_version,
+            metrics=dict(result.metrics),
         )
         entry = self.leaderboard.offer(
             Candidate(

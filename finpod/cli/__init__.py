@@ -16,7 +16,7 @@ import typer
 from typer import _click as click
 
 import finpod
-from finpod.cli import bench, data, errors, init, output, paper, run
+from finpod.cli import bench, data, errors, init, output, paper, run, runs
 
 app = typer.Typer(
     name="finpod",
@@ -40,7 +40,8 @@ def _global_options(
         typer.Option("--version", callback=_version, is_eager=True, help="Print finpod's version and exit."),
     ] = False,
     quiet: Annotated[
-        bool, typer.Option("-q", "--quiet", help="Print only results and errors (no progress, no notes).")
+        bool,
+        typer.Option("-q", "--quiet", help="Print only errors and --json output (no progress, no tables)."),
     ] = False,
     verbose: Annotated[
         bool, typer.Option("-v", "--verbose", help="Print more detail, and a traceback on errors.")
@@ -57,6 +58,7 @@ app.add_typer(data.app, name="data", help="Import, synthesise, fetch and inspect
 app.add_typer(bench.app, name="bench", help="Benchmarks that print throughput and peak memory.")
 run.register(app)
 paper.register(app)
+app.add_typer(runs.app, name="runs", help="List the runs under a reports folder, compare several.")
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from finpod.cli.output import err_console
 from finpod.data.alpaca_source import (
     ALPACA_DATA_URL,
     DEFAULT_RETRY,
@@ -21,21 +22,14 @@ from finpod.data.alpaca_source import (
 )
 from finpod.data.dataset_info import DatasetInfo, dataset_info
 from finpod.data.importers import import_paths
-from finpod.data.schema import FREQUENCIES
 from finpod.data.store import Manifest
 from finpod.data.synth import ALPHA_ANNUAL, DEFAULT_START, SIGNAL_KINDS, SignalSpec, write_synth_dataset
 from finpod.errors import SpecError
 
 app = typer.Typer(no_args_is_help=True)
+Frequency = Literal["1min", "1d"]
+"""Bar sizes finpod supports (a choice on every ``--freq``)."""
 _console = Console(highlight=False, soft_wrap=True)
-
-
-def _frequency(value: str, flag: str) -> Literal["1min", "1d"]:
-    if value == "1min":
-        return "1min"
-    if value == "1d":
-        return "1d"
-    raise SpecError(f"{flag} {value!r}: finpod supports {', '.join(FREQUENCIES)}; pick one")
 
 
 def _date(value: str, flag: str) -> dt.date:
@@ -95,11 +89,14 @@ def _print_manifest(manifest: Manifest, out: Path) -> None:
 
 @app.command("synth")
 def synth(
-    out: Annotated[Path, typer.Argument(help="Dataset folder to create.")],
-    symbols: Annotated[int, typer.Option("--symbols", help="Number of synthetic symbols (SYN000...).")],
-    days: Annotated[int, typer.Option("--days", help="Number of XNAS sessions.")],
-    freq: Annotated[str, typer.Option("--freq", help="1min or 1d.")],
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed; same seed, same bars.")],
+    legacy_out: Annotated[
+        Path | None, typer.Argument(metavar="[OUT]", help="Deprecated: pass --out OUT.", show_default=False)
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Dataset folder to create.")] = None,
+    symbols: Annotated[int, typer.Option("--symbols", help="Number of synthetic symbols (SYN000...).")] = 8,
+    days: Annotated[int, typer.Option("--days", help="Number of XNAS sessions.")] = 250,
+    freq: Annotated[Frequency, typer.Option("--freq", help="Bar size.")] = "1d",
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed; same seed, same bars.")] = 0,
     start: Annotated[str, typer.Option("--start", help="First calendar date (YYYY-MM-DD).")] = DEFAULT_START,
     signal: Annotated[
         str, typer.Option("--signal", help=f"Planted observable signal: {', '.join(SIGNAL_KINDS)}.")
@@ -113,19 +110,30 @@ def synth(
     ] = ALPHA_ANNUAL,
 ) -> None:
     """Write the seeded synthetic market (drift alpha and planted signal: see finpod.data.synth)."""
+    if legacy_out is not None and out is not None:
+        raise SpecError(
+            f"the dataset folder is given twice ({legacy_out} and --out {out}); fix: pass --out only"
+        )
+    if legacy_out is not None:
+        err_console().print(
+            f"note: `finpod data synth OUT` is deprecated; use `finpod data synth --out {legacy_out}`"
+        )
+    target = out if out is not None else legacy_out
+    if target is None:
+        raise SpecError("data synth: no dataset folder; fix: pass --out FOLDER, e.g. --out data/synthetic")
     first = _date(start, "--start")
     planted = SignalSpec(signal, signal_strength)  # type: ignore[arg-type]  # checked in __post_init__
     manifest = write_synth_dataset(
-        out,
+        target,
         symbols,
         days,
-        _frequency(freq, "--freq"),
+        freq,
         seed,
         first.isoformat(),
         signal=planted,
         alpha_annual=alpha_annual,
     )
-    _print_manifest(manifest, out)
+    _print_manifest(manifest, target)
 
 
 @app.command("import")
@@ -136,7 +144,7 @@ def import_(
         str | None, typer.Option("--symbol", help="Ticker instead of the file name's (one file).")
     ] = None,
     freq: Annotated[
-        str | None, typer.Option("--freq", help="1min or 1d, when the inputs hold several.")
+        Frequency | None, typer.Option("--freq", help="Bar size, when the inputs hold several.")
     ] = None,
     column_map: str | None = typer.Option(
         None, "--column-map", help="Renames, e.g. Date=timestamp,Last=close."
@@ -160,7 +168,7 @@ def import_(
         paths,
         out,
         symbol=symbol,
-        freq=None if freq is None else _frequency(freq, "--freq"),
+        freq=freq,
         column_map=None if column_map is None else parse_column_map(column_map),
         splits_table=None if adjust is None else _splits_table(adjust),
         raw_prices=_raw_prices(adjustment),
@@ -173,7 +181,7 @@ def fetch(
     symbols: Annotated[str, typer.Option("--symbols", help="Tickers, comma separated (AAPL,MSFT).")],
     start: Annotated[str, typer.Option("--start", help="First date, YYYY-MM-DD (New York).")],
     end: Annotated[str, typer.Option("--end", help="Last date, YYYY-MM-DD, inclusive.")],
-    freq: Annotated[str, typer.Option("--freq", help="1min or 1d.")],
+    freq: Annotated[Frequency, typer.Option("--freq", help="Bar size.")],
     out: Annotated[Path, typer.Option("--out", help="Dataset folder to create.")],
     cache: Annotated[
         Path | None, typer.Option("--cache", help="Chunk cache folder [default: <OUT>.cache].")
@@ -181,7 +189,7 @@ def fetch(
     data_url: Annotated[str, typer.Option("--data-url", help="Alpaca data API base URL.")] = ALPACA_DATA_URL,
 ) -> None:
     """Fetch split/dividend-adjusted Alpaca bars (keys from APCA_API_KEY_ID / APCA_API_SECRET_KEY)."""
-    frequency = _frequency(freq, "--freq")
+    frequency = freq
     first, last = _date(start, "--start"), _date(end, "--end")
     client = make_client(os.environ, url=data_url, retry=DEFAULT_RETRY)
     cache_dir = cache if cache is not None else default_cache_dir(out)

@@ -1,30 +1,62 @@
-"""What a user sees while the tournament trains: a rich progress line and TensorBoard scalars."""
+"""What a user sees while the tournament trains: a progress line with an ETA, and TensorBoard logs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import math
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Column
 from torch.utils.tensorboard import SummaryWriter
 
 from podracer import TournamentEvent
 
-LEADERS_SHOWN = 4
+LEADERS_SHOWN = 3
 """Leaderboard scores shown on the progress line."""
+BAR_WIDTH = 24
+"""Characters of the bar itself; every other field has a fixed width too, so the line never jumps."""
+STATS_WIDTH = 52
+"""Characters of the stats field: ``pods NNN | val Sharpe +S.SS +S.SS +S.SS | NNN,NNN steps/s``."""
+POD_METRICS = (
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "explained_variance",
+    "learning_rate",
+)
+"""PPO diagnostics logged per pod (``pod_<id>/<name>``), when the agent reports them."""
 
 
 class TrainingMonitor:
-    """Turns tournament events into a progress bar (over the env-step budget) and TensorBoard scalars.
+    """Turns tournament events into a progress line and TensorBoard logs.
 
-    Shows pods started, the leaderboard's validation scores (best first) and env steps per second.
-    Scalars (x axis: tournament env steps): ``tournament/best_validation_score``,
-    ``tournament/env_steps_per_s``, ``tournament/leaderboard_entries``, ``pods/validation_score``.
+    The line shows the env-step budget spent (bar, percent, steps), pods started, the leaderboard's
+    validation scores (best first), env steps per second, elapsed time and the ETA (from the recent
+    rate of env steps). Every field has a fixed width.
+
+    TensorBoard (x axis: tournament env steps): ``tournament/best_validation_score``,
+    ``tournament/env_steps_per_s``, ``tournament/leaderboard_entries``,
+    ``pods/validation_score``; per pod ``pod_<id>/validation_score`` and PPO's
+    :data:`POD_METRICS`; every tournament event as text (``tournament/events``); and each pod's
+    hyper-parameters with its best validation score in the HParams plugin (written on exit).
 
     Args:
-        console: where the progress bar is drawn (nothing animates when it is not a terminal).
+        console: where the progress line is drawn (nothing animates when it is not a terminal).
         tensorboard_dir: folder for the event files.
         budget_env_steps: the tournament's env-step budget (the bar's total).
         leaderboard_scores: returns the leaderboard's current scores, best first.
@@ -37,13 +69,25 @@ class TrainingMonitor:
         budget_env_steps: int,
         leaderboard_scores: Callable[[], list[float]],
     ) -> None:
+        self._dir = tensorboard_dir
         self._writer = SummaryWriter(log_dir=str(tensorboard_dir))
+        steps_width = len(f"{budget_env_steps:,}")
         self._progress = Progress(
             TextColumn("[bold]tournament[/]"),
-            BarColumn(),
-            TextColumn("{task.completed:,.0f}/{task.total:,.0f} env steps"),
-            TextColumn("{task.fields[stats]}"),
+            BarColumn(bar_width=BAR_WIDTH),
+            TaskProgressColumn(),
+            TextColumn(
+                f"{{task.completed:>{steps_width},.0f}}/{{task.total:,.0f}} env steps",
+                table_column=Column(no_wrap=True),
+            ),
+            TextColumn(
+                "{task.fields[stats]}",
+                table_column=Column(width=STATS_WIDTH, no_wrap=True, overflow="ellipsis"),
+            ),
+            TextColumn("elapsed"),
             TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
             console=console,
             transient=False,
         )
@@ -51,6 +95,8 @@ class TrainingMonitor:
         self._scores = leaderboard_scores
         self._pods = 0
         self._steps_per_s = 0.0
+        self._hparams: dict[int, dict[str, Any]] = {}
+        self._best: dict[int, float] = {}
 
     def __enter__(self) -> TrainingMonitor:
         self._progress.start()
@@ -60,21 +106,61 @@ class TrainingMonitor:
         self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
     ) -> None:
         self._progress.stop()
+        for pod_id, hparams in sorted(self._hparams.items()):
+            score = self._best.get(pod_id, math.nan)
+            self._writer.add_hparams(
+                hparams, {"hparam/best_validation_score": score}, run_name=f"hparams/pod_{pod_id:03d}"
+            )
         self._writer.close()
 
     def __call__(self, event: TournamentEvent) -> None:
         """Handle one tournament event (the ``on_event`` callback)."""
         step = event.env_steps
         scores = self._scores()
+        data = event.data
+        self._writer.add_text("tournament/events", _event_text(event), step)
         if event.kind == "pod_started":
             self._pods += 1
+            if event.pod_id is not None and isinstance(data.get("agent_config"), Mapping):
+                self._hparams[event.pod_id] = hparams_of(data["agent_config"])
         elif event.kind == "round_finished":
-            self._steps_per_s = float(event.data["steps_per_s"])
-            self._writer.add_scalar("pods/validation_score", float(event.data["score"]), step)
+            score = float(data["score"])
+            self._steps_per_s = float(data["steps_per_s"])
+            self._writer.add_scalar("pods/validation_score", score, step)
             self._writer.add_scalar("tournament/env_steps_per_s", self._steps_per_s, step)
             self._writer.add_scalar("tournament/leaderboard_entries", len(scores), step)
             if scores:
                 self._writer.add_scalar("tournament/best_validation_score", scores[0], step)
-        board = " ".join(f"{score:+.2f}" for score in scores[:LEADERS_SHOWN]) or "empty"
-        stats = f"pods {self._pods} | val Sharpe {board} | {self._steps_per_s:,.0f} steps/s"
+            if event.pod_id is not None:
+                self._pod_scalars(event.pod_id, score, data.get("metrics", {}), step)
+        board = " ".join(f"{score:+5.2f}" for score in scores[:LEADERS_SHOWN]) or "empty"
+        stats = f"pods {self._pods:>3} | val Sharpe {board:<17} | {self._steps_per_s:>9,.0f} steps/s"
         self._progress.update(self._task, completed=step, stats=stats)
+
+    def _pod_scalars(self, pod_id: int, score: float, metrics: Mapping[str, Any], step: int) -> None:
+        prefix = f"pod_{pod_id:03d}"
+        self._writer.add_scalar(f"{prefix}/validation_score", score, step)
+        if math.isfinite(score):
+            self._best[pod_id] = max(score, self._best.get(pod_id, -math.inf))
+        for name in POD_METRICS:
+            if name in metrics:
+                self._writer.add_scalar(f"{prefix}/{name}", float(metrics[name]), step)
+
+
+def hparams_of(agent_config: Mapping[str, Any]) -> dict[str, Any]:
+    """An agent config as HParams values: numbers, bools and strings kept, anything else as JSON text."""
+    out: dict[str, Any] = {}
+    for key, value in sorted(agent_config.items()):
+        if isinstance(value, bool | int | float | str):
+            out[key] = value
+        elif value is None:
+            out[key] = "none"
+        else:
+            out[key] = json.dumps(value)
+    return out
+
+
+def _event_text(event: TournamentEvent) -> str:
+    pod = "" if event.pod_id is None else f" pod {event.pod_id}"
+    details = {k: v for k, v in event.data.items() if k not in ("agent_config", "metrics")}
+    return f"{event.kind}{pod}: {json.dumps(details, sort_keys=True, default=str)}"

@@ -65,14 +65,21 @@ def backtest_run(run_dir: Path, segment: str) -> BacktestResult:
     return run_backtest(panel, segment, env_config(spec, random_start=False), policies, device)
 
 
-def rerun_backtest(run_dir: Path, segment: str, *, console: Console) -> BacktestResult:
-    """Recompute a segment, print its table and write pyfolio CSVs under ``<run>/rerun/<segment>/``."""
+def rerun_backtest(
+    run_dir: Path, segment: str, *, console: Console, out: Path | None = None
+) -> tuple[BacktestResult, Path]:
+    """Recompute a segment, print its table and write pyfolio CSVs (``out``, else ``<run>/rerun/<segment>/``).
+
+    Returns:
+        The result and the folder the CSVs went to.
+    """
     result = backtest_run(run_dir, segment)
-    folder = Path(run_dir).expanduser().resolve() / RERUN_DIR / segment
+    default = Path(run_dir).expanduser().resolve() / RERUN_DIR / segment
+    folder = default if out is None else Path(out).expanduser().resolve()
     write_segment(result, folder)
     print_summary(console, result, None, None)
     console.print(f"pyfolio CSVs: {folder}", soft_wrap=True)
-    return result
+    return result, folder
 
 
 def rebuild(run_dir: Path, *, console: Console) -> Path:

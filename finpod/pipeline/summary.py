@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -43,6 +44,27 @@ def segment_table(backtest: BacktestResult, validation: BacktestResult | None = 
     return table
 
 
+def summary_dict(backtest: BacktestResult, validation: BacktestResult | None) -> dict[str, Any]:
+    """The summary as plain JSON-ready data: segment dates and every trader's figures (NaN -> None).
+
+    Keys: ``segment``, ``start``, ``end`` (ISO dates), ``traders`` (``{name: {metric: number}}``,
+    fractions and ratios as in ``metrics.json``), ``validation_sharpe`` (``{name: number}``, when a
+    validation result is given) and ``notes``.
+    """
+    figures = metrics_table(backtest).to_dict(orient="index")
+    out: dict[str, Any] = {
+        "segment": backtest.segment,
+        "start": backtest.start.date().isoformat(),
+        "end": backtest.end.date().isoformat(),
+        "traders": {str(name): {k: _plain(v) for k, v in row.items()} for name, row in figures.items()},
+        "notes": list(backtest.notes),
+    }
+    if validation is not None:
+        sharpe = metrics_table(validation)["sharpe_ratio"].to_dict()
+        out["validation_sharpe"] = {str(name): _plain(value) for name, value in sharpe.items()}
+    return out
+
+
 def print_summary(
     console: Console, backtest: BacktestResult, validation: BacktestResult | None, report_html: Path | None
 ) -> None:
@@ -52,6 +74,11 @@ def print_summary(
         console.print(f"note: {note}")
     if report_html is not None:
         console.print(f"report: {report_html}", soft_wrap=True)
+
+
+def _plain(value: Any) -> float | None:
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def _fmt(value: float, *, percent: bool) -> str:

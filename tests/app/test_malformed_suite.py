@@ -252,29 +252,82 @@ SPEC_CASES = [
 FLAG_CASES = [
     Bad(
         "flag_seed_negative",
-        _args("data", "synth", "{tmp}/out", "--symbols", "2", "--days", "3", "--freq", "1d", "--seed", "-1"),
+        _args(
+            "data",
+            "synth",
+            "--out",
+            "{tmp}/out",
+            "--symbols",
+            "2",
+            "--days",
+            "3",
+            "--freq",
+            "1d",
+            "--seed",
+            "-1",
+        ),
         ("--seed", "greater than or equal to 0", "--help"),
     ),
     Bad(
         "flag_seed_text",
-        _args("data", "synth", "{tmp}/out", "--symbols", "2", "--days", "3", "--freq", "1d", "--seed", "x"),
+        _args(
+            "data",
+            "synth",
+            "--out",
+            "{tmp}/out",
+            "--symbols",
+            "2",
+            "--days",
+            "3",
+            "--freq",
+            "1d",
+            "--seed",
+            "x",
+        ),
         ("--seed", "valid integer"),
     ),
     Bad(
         "flag_symbols_zero",
-        _args("data", "synth", "{tmp}/out", "--symbols", "0", "--days", "3", "--freq", "1d", "--seed", "1"),
+        _args(
+            "data",
+            "synth",
+            "--out",
+            "{tmp}/out",
+            "--symbols",
+            "0",
+            "--days",
+            "3",
+            "--freq",
+            "1d",
+            "--seed",
+            "1",
+        ),
         ("--symbols",),
     ),
     Bad(
         "flag_freq_unknown",
-        _args("data", "synth", "{tmp}/out", "--symbols", "2", "--days", "3", "--freq", "5min", "--seed", "1"),
-        ("--freq '5min'", "1min, 1d"),
+        _args(
+            "data",
+            "synth",
+            "--out",
+            "{tmp}/out",
+            "--symbols",
+            "2",
+            "--days",
+            "3",
+            "--freq",
+            "5min",
+            "--seed",
+            "1",
+        ),
+        ("--freq", "'5min' is not one of '1min', '1d'"),
     ),
     Bad(
         "flag_start_not_a_date",
         _args(
             "data",
             "synth",
+            "--out",
             "{tmp}/out",
             "--symbols",
             "2",
@@ -289,7 +342,11 @@ FLAG_CASES = [
         ),
         ("--start '2020-13-01' is not a date",),
     ),
-    Bad("flag_unknown_option", _args("data", "synth", "{tmp}/out", "--bogus"), ("No such option: --bogus",)),
+    Bad(
+        "flag_unknown_option",
+        _args("data", "synth", "--out", "{tmp}/out", "--bogus"),
+        ("No such option: --bogus",),
+    ),
     Bad("flag_missing_required", _args("data", "import", "{tmp}/x.csv"), ("--out",)),
     Bad(
         "flag_column_map_malformed",
@@ -304,7 +361,7 @@ FLAG_CASES = [
     Bad(
         "flag_import_freq_unsupported",
         _data_file("b.csv", BARS + ROW0 + ROW1, "--freq", "1h"),
-        ("--freq '1h'",),
+        ("--freq", "'1h' is not one of '1min', '1d'"),
     ),
     Bad("flag_segment_unknown", _args("backtest", "{tmp}", "--segment", "train"), ("--segment",)),
     Bad(
@@ -466,15 +523,28 @@ def _touch(path: Path) -> Path:
 
 def _file_as_folder(tmp: Path, fx: Fixtures) -> list[str]:
     _touch(tmp / "a_file")
-    return ["data", "synth", str(tmp / "a_file" / "out"), *SYNTH[3:]]
+    return ["data", "synth", "--out", str(tmp / "a_file" / "out"), *SYNTH[4:]]
 
 
-SYNTH = ("data", "synth", "{tmp}/out", "--symbols", "2", "--days", "5", "--freq", "1d", "--seed", "1")
+SYNTH = (
+    "data",
+    "synth",
+    "--out",
+    "{tmp}/out",
+    "--symbols",
+    "2",
+    "--days",
+    "5",
+    "--freq",
+    "1d",
+    "--seed",
+    "1",
+)
 PARQUET_WRITE = "finpod.data.store.pq.write_table"
 FSYNC = "podracer.snapshot.os.fsync"
 MKSTEMP = "podracer.snapshot.tempfile.mkstemp"
 DISK_CASES = [
-    Bad("disk_permission_denied_real", _args(*SYNTH[:2], "/sys/finpod_suite", *SYNTH[3:]), ("/sys",)),
+    Bad("disk_permission_denied_real", _args(*SYNTH[:3], "/sys/finpod_suite", *SYNTH[4:]), ("/sys",)),
     Bad("disk_file_where_folder_should_be", _file_as_folder, ("a file stands where a folder should be",)),
     Bad(
         "disk_run_out_is_a_file",

@@ -26,7 +26,7 @@ def _one_line_error(result: CliResult, *fragments: str) -> None:
 
 def test_synth_with_a_planted_signal(tmp_path: Path) -> None:
     made = run_cli(
-        "data", "synth", str(tmp_path / "syn"), "--symbols", "4", "--days", "30", "--freq", "1d",
+        "data", "synth", "--out", str(tmp_path / "syn"), "--symbols", "4", "--days", "30", "--freq", "1d",
         "--seed", "1", "--signal", "reversal", "--signal-strength", "0.2", "--alpha-annual", "0",
     )  # fmt: skip
     assert made.exit_code == 0, made.stderr
@@ -37,7 +37,7 @@ def test_synth_with_a_planted_signal(tmp_path: Path) -> None:
 def test_synth_then_info_json(tmp_path: Path) -> None:
     out = tmp_path / "syn"
     made = run_cli(
-        "data", "synth", str(out), "--symbols", "3", "--days", "2", "--freq", "1min", "--seed", "5"
+        "data", "synth", "--out", str(out), "--symbols", "3", "--days", "2", "--freq", "1min", "--seed", "5"
     )
     assert made.exit_code == 0, made.stderr
     assert "wrote" in made.stdout
@@ -56,7 +56,9 @@ def test_synth_then_info_json(tmp_path: Path) -> None:
 
 def test_info_table_shows_every_field(tmp_path: Path) -> None:
     out = tmp_path / "syn"
-    run_cli("data", "synth", str(out), "--symbols", "2", "--days", "3", "--freq", "1d", "--seed", "1")
+    run_cli(
+        "data", "synth", "--out", str(out), "--symbols", "2", "--days", "3", "--freq", "1d", "--seed", "1"
+    )
     shown = run_cli("data", "info", str(out))
     assert shown.exit_code == 0, shown.stderr
     for label in ("symbols", "frequency", "first bar", "last bar", "bars", "filled bars", "tradable share"):
@@ -81,7 +83,7 @@ def test_info_counts_filled_bars(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
-        (("--freq", "5min"), ("--freq '5min'", "1min, 1d")),
+        (("--freq", "5min"), ("--freq", "'5min' is not one of '1min', '1d'")),
         (("--symbols", "0"), ("--symbols 0",)),
         (("--start", "2016-13-01"), ("--start '2016-13-01' is not a date",)),
         (("--signal", "wave"), ("--signal 'wave'", "reversal")),
@@ -92,7 +94,7 @@ def test_synth_bad_flags(tmp_path: Path, args: tuple[str, ...], fragments: tuple
     flags = {"--symbols": "2", "--days": "2", "--freq": "1d", "--seed": "0", "--start": "2016-01-04"}
     flags.update(dict(zip(args[::2], args[1::2], strict=True)))
     argv = [item for pair in flags.items() for item in pair]
-    _one_line_error(run_cli("data", "synth", str(tmp_path / "out"), *argv), *fragments)
+    _one_line_error(run_cli("data", "synth", "--out", str(tmp_path / "out"), *argv), *fragments)
 
 
 def test_import_user_errors(tmp_path: Path) -> None:

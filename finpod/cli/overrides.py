@@ -1,0 +1,60 @@
+"""``--set section.key=value``: spec overrides on the command line, validated like the spec file.
+
+A value is read as a TOML value (``2048``, ``1e-3``, ``true``, ``[64, 64]``, ``"text"``); anything
+that is not valid TOML is taken as a plain string (``--set device=cpu``). Every override goes
+through :meth:`finpod.spec.Spec.with_`, so a bad key or value is the spec's own one-line error.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Sequence
+from typing import Any
+
+from finpod.errors import SpecError
+from finpod.spec import Spec
+
+
+def parse_assignment(text: str) -> tuple[list[str], Any]:
+    """``"tournament.budget_env_steps=2048"`` -> ``(["tournament", "budget_env_steps"], 2048)``.
+
+    Raises:
+        SpecError: no ``=``, or an empty key part.
+    """
+    key, sep, raw = text.partition("=")
+    path = [part.strip() for part in key.split(".")]
+    if not sep or not all(path):
+        raise SpecError(
+            f"--set {text!r}: write section.key=value, e.g. --set tournament.budget_env_steps=20000"
+        )
+    try:
+        value = tomllib.loads(f"value = {raw.strip()}")["value"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return path, value
+
+
+def apply_overrides(spec: Spec, assignments: Sequence[str]) -> Spec:
+    """``spec`` with every ``--set`` applied, validated as a whole.
+
+    Raises:
+        SpecError: a malformed assignment, an unknown key or a bad value (one line, naming ``--set``).
+    """
+    if not assignments:
+        return spec
+    tree: dict[str, Any] = {}
+    for text in assignments:
+        path, value = parse_assignment(text)
+        node = tree
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise SpecError(
+                    f"--set {text!r}: {part} is set to a value and used as a section; fix: pick one"
+                )
+            node = child
+        node[path[-1]] = value
+    try:
+        return spec.with_(**tree)
+    except SpecError as err:
+        raise SpecError(f"--set {' '.join(assignments)}: {err}") from None

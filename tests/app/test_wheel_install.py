@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import venv
 from pathlib import Path
 
@@ -23,9 +24,14 @@ from repo import REPO_ROOT
 
 TINY_BUDGET = 2048
 """Env steps: two PPO rounds of the demo spec (32 envs x 32 steps), enough for one leaderboard entry."""
-COPY_IGNORED = shutil.ignore_patterns(
-    ".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "reports", "data"
-)
+IGNORED_EVERYWHERE = shutil.ignore_patterns(".git", ".venv*", "*.egg-info", "__pycache__", ".*_cache")
+IGNORED_AT_TOP = {"build", "dist", "reports", "data"}
+"""Run outputs and build leftovers of the checkout (``finpod/data`` is code and is copied)."""
+
+
+def _ignored(folder: str, names: list[str]) -> set[str]:
+    top = IGNORED_AT_TOP if Path(folder) == REPO_ROOT else set()
+    return set(IGNORED_EVERYWHERE(folder, names)) | (top & set(names))
 
 
 def _run(
@@ -47,9 +53,16 @@ def _readme_example() -> str:
 
 
 @pytest.mark.slow
-def test_wheel_installs_and_runs_outside_the_repository(tmp_path: Path) -> None:
+def test_wheel_installs_and_runs_outside_the_repository() -> None:
+    # Not pytest's tmp_path: concurrent pytest sessions prune old numbered temp folders, and this
+    # test runs for minutes.
+    with tempfile.TemporaryDirectory(prefix="finpod-wheel-") as scratch:
+        _install_and_run(Path(scratch))
+
+
+def _install_and_run(tmp_path: Path) -> None:
     source = tmp_path / "src"
-    shutil.copytree(REPO_ROOT, source, symlinks=True, ignore=COPY_IGNORED)
+    shutil.copytree(REPO_ROOT, source, symlinks=True, ignore=_ignored)
     dist = tmp_path / "dist"
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "FINPOD_HOME")}
     _run(

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from finpod.cli import app
 from tests.fakes.alpaca_stream import FakeStreamServer
 from tests.fakes.alpaca_trading import FakeTradingServer
 from tests.paper.live_kit import KEY_ID, REPO, SECRET, SimMarket, wait_for
@@ -50,6 +52,15 @@ def test_dry_run_decides_and_sends_nothing_then_status_reports(market: SimMarket
         for day in range(3):
             market.publish()
             wait_for(f"decision {day + 1}", lambda d=day: _decisions(market) >= d + 1, proc=proc, log=log)
+        connections = market.stream.connections
+        market.stream.drop()  # the stream drops; a session is published while it is down
+        wait_for("the reconnection", lambda: _started(market, connections), proc=proc, log=log)
+        market.publish(stream=False)
+        market.publish()
+        wait_for("a decision after the gap", lambda: _decisions(market) >= 4, proc=proc, log=log)
+        with market.journal() as journal:
+            assert journal.events("reconnect"), "the gap was not noticed"
+            assert journal.events("stale"), "the backfilled session was traded"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
     finally:
@@ -65,11 +76,21 @@ def test_dry_run_decides_and_sends_nothing_then_status_reports(market: SimMarket
     )  # fmt: skip
     status = json.loads(out.stdout)
     assert status["dry_run"]
-    assert status["decisions"] == 3
+    assert status["decisions"] == 4
     assert status["orders_today"]
     assert all(o["dry_run"] and o["status"] == "dry_run" for o in status["orders_today"])
     assert status["limits_hit"].get("halt") == 1  # the SIGTERM kill switch
-    assert status["last_bar"].startswith("2019-10-03")
+    assert status["last_bar"].startswith("2019-10-07")
+    table = CliRunner().invoke(app, ["paper", "status", str(market.run_dir)])
+    assert (
+        table.exit_code == 0
+    )
+    assert (
+        "(dry run): 4 decisions" in table.output
+    )
+    assert (
+        "orders of 2019-10-07" in table.output
+    )
 
 
 def _journal_positions(market: SimMarket) -> dict[str, float]:

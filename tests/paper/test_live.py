@@ -82,15 +82,9 @@ def test_dry_run_decides_and_sends_nothing_then_status_reports(market: SimMarket
     assert status["limits_hit"].get("halt") == 1  # the SIGTERM kill switch
     assert status["last_bar"].startswith("2019-10-07")
     table = CliRunner().invoke(app, ["paper", "status", str(market.run_dir)])
-    assert (
-        table.exit_code == 0
-    )
-    assert (
-        "(dry run): 4 decisions" in table.output
-    )
-    assert (
-        "orders of 2019-10-07" in table.output
-    )
+    assert table.exit_code == 0
+    assert "(dry run): 4 decisions" in table.output
+    assert "orders of 2019-10-07" in table.output
 
 
 def _journal_positions(market: SimMarket) -> dict[str, float]:

@@ -161,47 +161,49 @@ def run(
     else:
         run_dir = create_run_dir(spec, root, _run_info(spec, dataset, device))
         console.print(f"run [bold]{run_dir.run_id}[/] on {device}")
-    warning = adjustment_warning(dataset)
-    if warning:
-        console.print(warning, markup=False, soft_wrap=True)
-    if late:
-        console.print(
-            f"note: not traded, no bar before the backtest segment: {', '.join(late)}",
-            markup=False,
-            soft_wrap=True,
+    with run_dir.lock():  # one process per run folder: a second --resume is refused
+        warning = adjustment_warning(dataset)
+        if warning:
+            console.print(warning, markup=False, soft_wrap=True)
+        if late:
+            console.print(
+                f"note: not traded, no bar before the backtest segment: {', '.join(late)}",
+                markup=False,
+                soft_wrap=True,
+            )
+        if panel.feature_stats is not None:
+            save_trader_inputs(run_dir.root, symbols, panel.feature_stats)
+        try:
+            leaderboard, history = train(spec, panel, run_dir, device, resume=resume, console=console)
+        except BaseException:
+            if resumed is None and not (run_dir.tournament / STATE_NAME).exists():
+                shutil.rmtree(run_dir.root, ignore_errors=True)  # nothing trained: nothing to resume
+            raise
+        run_dir.set_status("backtesting")
+        factory = agent_factory(_probe(spec, panel, device), device)
+        policies = select(spec, leaderboard, factory)
+        validation = run_backtest(panel, "validation", env_config(spec, random_start=False), policies, device)
+        del panel
+        full = backtest_panel(spec, bars, symbols, str(device))
+        backtest = run_backtest(full, "backtest", env_config(spec, random_start=False), policies, device)
+        if warning:
+            validation.notes.append(warning.removeprefix("warning: ").capitalize())
+            backtest.notes.append(warning.removeprefix("warning: ").capitalize())
+        entries = leaderboard_records(leaderboard)
+        paths = write_report(
+            run_dir.root,
+            backtest=backtest,
+            validation=validation,
+            spec=spec.resolved_dict(),
+            leaderboard_history=history,
+            leaderboard_entries=entries,
+            run_info={**run_dir.read_info(), "status": "done"},  # what the page describes: a finished run
+            render=report,
         )
-    if panel.feature_stats is not None:
-        save_trader_inputs(run_dir.root, symbols, panel.feature_stats)
-    try:
-        leaderboard, history = train(spec, panel, run_dir, device, resume=resume, console=console)
-    except BaseException:
-        if resumed is None and not (run_dir.tournament / STATE_NAME).exists():
-            shutil.rmtree(run_dir.root, ignore_errors=True)  # nothing trained: nothing to resume
-        raise
-    run_dir.set_status("backtesting")
-    factory = agent_factory(_probe(spec, panel, device), device)
-    policies = select(spec, leaderboard, factory)
-    validation = run_backtest(panel, "validation", env_config(spec, random_start=False), policies, device)
-    del panel
-    full = backtest_panel(spec, bars, symbols, str(device))
-    backtest = run_backtest(full, "backtest", env_config(spec, random_start=False), policies, device)
-    if warning:
-        validation.notes.append(warning.removeprefix("warning: ").capitalize())
-        backtest.notes.append(warning.removeprefix("warning: ").capitalize())
-    entries = leaderboard_records(leaderboard)
-    paths = write_report(
-        run_dir.root,
-        backtest=backtest,
-        validation=validation,
-        spec=spec.resolved_dict(),
-        leaderboard_history=history,
-        leaderboard_entries=entries,
-        run_info={**run_dir.read_info(), "status": "done"},  # what the page describes: a finished run
-        render=report,
-    )
-    run_dir.set_status("done")
-    print_summary(console, backtest, validation, paths.html if report else None)
-    return RunResult(run_dir.root, spec, validation, backtest, entries, paths.html)
+        run_dir.record_integrity()
+        run_dir.set_status("done")
+        print_summary(console, backtest, validation, paths.html if report else None)
+        return RunResult(run_dir.root, spec, validation, backtest, entries, paths.html)
 
 
 def train(

@@ -36,8 +36,9 @@ def backtest_run(run_dir: Path, segment: str) -> BacktestResult:
     a look at it while the tournament can still be resumed would be selection on test data.
 
     Raises:
-        SpecError: not a run folder, its tournament left no leaderboard, or (``backtest``) it is
-            still training.
+        SpecError: not a run folder, its tournament left no leaderboard, (``backtest``) it is
+            still training, or a part it recorded (leaderboard index, returns, ...) is not the one
+            it wrote.
     """
     run = RunDir(Path(run_dir).expanduser().resolve())
     info = run.read_info()
@@ -46,6 +47,7 @@ def backtest_run(run_dir: Path, segment: str) -> BacktestResult:
             f"{run.root}: still training, so its backtest segment stays unread; fix: finish it with "
             f"`finpod run {run.spec_toml} --resume`, or pass --segment validation"
         )
+    run.verify_integrity()
     spec = run.load_spec()
     board_dir = run.tournament / LEADERBOARD_DIR
     if not board_dir.is_dir():
@@ -83,10 +85,17 @@ def rerun_backtest(
 
 
 def rebuild(run_dir: Path, *, console: Console) -> Path:
-    """Rebuild the report of a run folder; returns the path of ``report.html``."""
+    """Rebuild the report of a run folder; returns the path of ``report.html``.
+
+    Raises:
+        SpecError: not a run folder, another process works in it, or a recorded part (returns,
+            positions, ...) is truncated, edited or foreign.
+    """
     run = RunDir(Path(run_dir).expanduser().resolve())
     run.read_info()
-    paths = rebuild_report(run.root)
+    with run.lock():
+        run.verify_integrity()
+        paths = rebuild_report(run.root)
     console.print(f"report: {paths.html}", soft_wrap=True)
     html: Path = paths.html
     return html

@@ -7,10 +7,16 @@ same resolved spec.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import errno
+import fcntl
+import hashlib
 import itertools
 import json
+import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -23,6 +29,13 @@ from finpod.spec import Spec
 RUN_FILE = "run.json"
 SPEC_TOML = "spec.toml"
 SPEC_JSON = "spec.json"
+
+LOCK_FILE = ".lock"
+"""Held (``flock``) by the one process working in a run folder; holds that process's pid."""
+INTEGRITY_KEY = "integrity"
+"""``run.json`` key: ``{"run_id": ..., "sha256": {relative path: hex digest}}`` of the run's parts."""
+PART_PATTERNS = ("*.csv", "validation/*.csv", "report_inputs.json", "tournament/leaderboard/index.json")
+"""The parts a finished run records the sha256 of: returns, positions, ..., the leaderboard index."""
 
 RunStatus = Literal["training", "backtesting", "done"]
 
@@ -96,6 +109,73 @@ class RunDir:
         info[f"{status}_at"] = _now().isoformat(timespec="seconds")
         self.write_info(info)
 
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the folder's OS lock (``flock``) for the ``with`` block: one process per run folder.
+
+        The kernel releases the lock when the process dies, even on SIGKILL.
+
+        Raises:
+            SpecError: another process holds it (the message names its pid).
+        """
+        path = self.root / LOCK_FILE
+        handle = path.open("a+", encoding="utf-8")
+        try:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as err:
+                if err.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                raise SpecError(
+                    f"{self.root}: another finpod process (pid {holder}) is working in this run folder; "
+                    "fix: wait for it to finish (or stop it), then run the command again"
+                ) from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
+            yield
+        finally:
+            handle.close()
+
+    def record_integrity(self) -> None:
+        """Record in ``run.json`` the run id and the sha256 of every part (:data:`PART_PATTERNS`)."""
+        info = self.read_info()
+        info[INTEGRITY_KEY] = {"run_id": self.run_id, "sha256": self._digests()}
+        self.write_info(info)
+
+    def verify_integrity(self) -> None:
+        """Refuse a run folder whose parts are not the ones it wrote (truncated, edited, foreign).
+
+        A run folder made before parts were recorded (no ``integrity`` in ``run.json``) passes.
+
+        Raises:
+            SpecError: a recorded part is missing or its sha256 differs (truncated, edited, or
+                copied in from another run).
+        """
+        record = self.read_info().get(INTEGRITY_KEY)
+        if record is None:
+            return
+        fix = "fix: restore the run folder as `finpod run` wrote it, or run the spec again"
+        run_id = record.get("run_id", self.run_id)
+        found = self._digests()
+        for name, digest in sorted(record.get("sha256", {}).items()):
+            if name not in found:
+                raise SpecError(f"{self.root / name}: part of run {run_id} is missing; {fix}")
+            if found[name] != digest:
+                raise SpecError(
+                    f"{self.root / name}: not the file run {run_id} wrote (its sha256 differs: "
+                    f"truncated, edited or copied from another run); {fix}"
+                )
+
+    def _digests(self) -> dict[str, str]:
+        parts = sorted(
+            {path for pattern in PART_PATTERNS for path in self.root.glob(pattern) if path.is_file()}
+        )
+        return {str(path.relative_to(self.root)): _sha256(path) for path in parts}
+
     def load_spec(self) -> Spec:
         """The resolved spec saved with the run."""
         if not self.spec_toml.is_file():
@@ -147,6 +227,14 @@ def find_resumable(spec: Spec, root: Path) -> RunDir:
         f"no unfinished run of spec {spec.name!r} (hash {spec.spec_hash()}) under {root}; "
         "fix: drop --resume to start a new run (a changed spec starts a new run)"
     )
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _now() -> dt.datetime:

@@ -11,6 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tiny import tiny_bars, tiny_spec, write_tiny_dataset
 
 from clirun import run_cli
+from finpod.pipeline.rundir import RunDir
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +73,4 @@ def test_report_rebuilds(finished_run: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert html.is_file()
     assert str(html) in result.stdout
+    RunDir(finished_run).verify_integrity()  # the rebuild wrote the very parts the run recorded

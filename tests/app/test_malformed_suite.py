@@ -166,6 +166,40 @@ def _set_info(**changes: object) -> Callable[[Path], None]:
     return damage
 
 
+def _truncate(relative: str) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        data = (run / relative).read_bytes()
+        (run / relative).write_bytes(data[: len(data) * 2 // 3])
+
+    return damage
+
+
+def _edit_json(relative: str) -> Callable[[Path], None]:
+    """Re-save a JSON part with one score changed: valid, but not what the run wrote."""
+
+    def damage(run: Path) -> None:
+        record = json.loads((run / relative).read_text())
+        record["entries"][0]["score"] = record["entries"][0]["score"] + 1.0
+        (run / relative).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+    return damage
+
+
+def _foreign_leaderboard(tmp: Path, fx: Fixtures) -> list[str]:
+    """The leaderboard of another run of the same spec copied over this run's."""
+    run = tmp / "run"
+    shutil.copytree(fx.finished_run, run)
+    other = tmp / "other"
+    result = run_cli("-q", "run", str(fx.finished_run / "spec.toml"), "--out", str(other))
+    assert result.exit_code == 0, result.stderr
+    (other_run,) = other.iterdir()
+    board = run / "tournament" / "leaderboard"
+    shutil.rmtree(board)
+    shutil.copytree(other_run / "tournament" / "leaderboard", board)
+    shutil.rmtree(other)
+    return ["backtest", str(run)]
+
+
 def _truncate_snapshot(run: Path) -> None:
     snapshot = next((run / "tournament" / "leaderboard").glob("*.pt"))
     data = snapshot.read_bytes()
@@ -473,7 +507,9 @@ RUN_FOLDER_CASES = [
     ),
     Bad("rundir_no_spec", _run_folder(_remove("spec.toml")), ("no spec.toml",)),
     Bad("rundir_spec_damaged", _run_folder(_write("spec.toml", b"name = ")), ("not valid TOML",)),
-    Bad("rundir_no_leaderboard", _run_folder(_remove("tournament/leaderboard")), ("no leaderboard",)),
+    Bad(
+        "rundir_no_leaderboard", _run_folder(_remove("tournament/leaderboard")), ("index.json", "is missing")
+    ),
     Bad(
         "rundir_index_corrupted",
         _run_folder(_write("tournament/leaderboard/index.json", b"{ not json")),
@@ -493,6 +529,23 @@ RUN_FOLDER_CASES = [
     Bad(
         "rundir_report_no_run_json", _run_folder(_remove("run.json"), "report"), ("not a finpod run folder",)
     ),
+    Bad(
+        "rundir_returns_truncated",
+        _run_folder(_truncate("returns.csv"), "report"),
+        ("returns.csv: not the file run", "sha256 differs"),
+    ),
+    Bad(
+        "rundir_positions_truncated",
+        _run_folder(_truncate("validation/positions.csv"), "report"),
+        ("positions.csv: not the file run",),
+    ),
+    Bad("rundir_returns_missing", _run_folder(_remove("returns.csv"), "report"), ("is missing",)),
+    Bad(
+        "rundir_leaderboard_edited",
+        _run_folder(_edit_json("tournament/leaderboard/index.json")),
+        ("index.json: not the file run",),
+    ),
+    Bad("rundir_leaderboard_from_another_run", _foreign_leaderboard, ("index.json: not the file run",)),
 ]
 
 

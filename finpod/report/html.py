@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from markupsafe import Markup
 
 from finpod.report.leaderboard import LeaderboardEntry
+
+if TYPE_CHECKING:
+    from finpod.report.summary import WinnerDetails
 from finpod.report.metrics import METRICS, SESSIONS_PER_YEAR, MetricInfo, MetricValue
 
 EM_DASH = "—"
@@ -62,9 +65,19 @@ def format_value(value: MetricValue, unit: str) -> str:
     return f"{value:,.2f}"
 
 
-def best_rows(metrics: dict[str, dict[str, MetricValue]], info: MetricInfo) -> set[str]:
-    """Names of the rows holding the best value of one metric column (empty when not ranked)."""
-    values = {name: row[info.key] for name, row in metrics.items() if row[info.key] is not None}
+def best_rows(
+    metrics: dict[str, dict[str, MetricValue]], info: MetricInfo, kinds: dict[str, str]
+) -> set[str]:
+    """The traders holding the best value of one metric column (empty when not ranked).
+
+    Only learned traders compete: a baseline such as cash (no drawdown, no costs) is never "best".
+    The direction comes from ``info.better`` (``max_drawdown``: closer to zero is better).
+    """
+    values = {
+        name: row[info.key]
+        for name, row in metrics.items()
+        if row[info.key] is not None and kinds.get(name) == "trader"
+    }
     if info.better == "none" or len(values) < 2:
         return set()
     pick = min if info.better == "lower" else max
@@ -97,6 +110,8 @@ def render_html(
     tearsheet_tables_html: list[str],
     leaderboard: list[LeaderboardEntry],
     notes: list[str],
+    caveats: list[str] | None = None,
+    winner: WinnerDetails | None = None,
 ) -> str:
     """Fill the report template.
 
@@ -112,12 +127,14 @@ def render_html(
         tearsheet_tables_html: pyfolio's own HTML tables (trusted: produced by pandas from numbers).
         leaderboard: final leaderboard entries, best first.
         notes: caveats and notes, one sentence each.
+        caveats: warnings shown at the top of the page (e.g. a segment shorter than a year).
+        winner: the selected agent's lineage and hyper-parameters, or ``None``.
 
     Returns:
         The whole HTML document.
     """
     template = _environment().get_template("report.html.j2")
-    best = {info.key: best_rows(backtest.metrics, info) for info in METRICS}
+    best = {info.key: best_rows(backtest.metrics, info, backtest.kinds) for info in METRICS}
     return template.render(
         title=title,
         run_info=run_info,
@@ -133,5 +150,7 @@ def render_html(
         tearsheet_tables=[Markup(table) for table in tearsheet_tables_html],
         leaderboard=leaderboard,
         notes=notes,
+        caveats=caveats or [],
+        winner=winner,
         sessions_per_year=SESSIONS_PER_YEAR,
     )

@@ -37,8 +37,12 @@ MIN_ROLLING_WINDOW_SESSIONS = 10
 """Shortest rolling window drawn; a shorter segment gets a 'too short' panel instead."""
 TOP_HOLDINGS = 8
 """Symbols shown individually in the holdings plot; the rest are summed as 'other'."""
-TRADER_TOP_ZORDER = 20.0
-"""Drawing order of the first trader's lines (later traders below it, baselines below all)."""
+TRADER_ZORDER = 20.0
+"""Drawing order of the first trader's line; each later trader is drawn ABOVE it, thinner and dashed,
+so an ensemble that tracks the best agent stays visible on top of it (baselines are below all)."""
+TRADER_LINESTYLES: tuple[Any, ...] = ("-", (0, (6, 2)), (0, (2, 1.5)), (0, (6, 2, 1.5, 2)))
+"""Solid for the selected agent, then dashed, dotted, dash-dot for the other traders."""
+TRADER_LINEWIDTHS = (2.6, 1.9, 1.6, 1.4)
 BASELINE_ZORDER = 2.0
 MONTH_LABELS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
@@ -73,7 +77,7 @@ class LineStyle:
     name: str
     result: TraderResult
     colour: str
-    linestyle: str
+    linestyle: Any
     linewidth: float
     zorder: float
 
@@ -89,7 +93,8 @@ class LineStyle:
 
 
 def _styled_lines(backtest: BacktestResult) -> list[LineStyle]:
-    """One style per trader: traders solid and bold (the first one on top), baselines dashed below."""
+    """One style per trader: the selected agent solid and bold, other traders dashed ABOVE it, baselines
+    thin and dashed below all."""
     counters = {"trader": 0, "baseline": 0}
     lines = []
     for name, result in backtest.traders.items():
@@ -97,10 +102,17 @@ def _styled_lines(backtest: BacktestResult) -> list[LineStyle]:
         counters[result.kind] += 1
         colour = colour_for(name, result.kind, index)
         if result.kind == "trader":
-            lines.append(LineStyle(name, result, colour, "-", 2.0, TRADER_TOP_ZORDER - index))
+            style = TRADER_LINESTYLES[index % len(TRADER_LINESTYLES)]
+            width = TRADER_LINEWIDTHS[min(index, len(TRADER_LINEWIDTHS) - 1)]
+            lines.append(LineStyle(name, result, colour, style, width, TRADER_ZORDER + index))
         else:
             lines.append(LineStyle(name, result, colour, "--", 1.4, BASELINE_ZORDER))
     return lines
+
+
+def _legend_below(axes: Axes, entries: int) -> None:
+    """The legend in one row under the axes, so it never covers a curve."""
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=min(entries, 6), frameon=False)
 
 
 def _message_panel(axes: Axes, message: str) -> None:
@@ -128,7 +140,7 @@ def equity_figure(backtest: BacktestResult, *, log_scale: bool) -> Figure:
     axes.set_ylabel("Equity (USD)")
     axes.set_xlabel("Session")
     format_date_axis(axes)
-    axes.legend(loc="upper left", ncols=min(len(backtest.traders), 5))
+    _legend_below(axes, len(backtest.traders))
     return figure
 
 
@@ -147,7 +159,7 @@ def drawdown_figure(backtest: BacktestResult) -> Figure:
     axes.set_ylabel("Drawdown (%)")
     axes.set_xlabel("Session")
     format_date_axis(axes)
-    axes.legend(loc="lower left", ncols=min(len(backtest.traders), 5))
+    _legend_below(axes, len(backtest.traders))
     return figure
 
 
@@ -185,7 +197,7 @@ def rolling_sharpe_figure(backtest: BacktestResult) -> Figure:
     axes.set_ylabel("Sharpe (annualised)")
     axes.set_xlabel("Session")
     format_date_axis(axes)
-    axes.legend(loc="upper left", ncols=min(len(backtest.traders), 5))
+    _legend_below(axes, len(backtest.traders))
     return figure
 
 
@@ -213,11 +225,14 @@ def monthly_heatmap_figure(result: TraderResult) -> Figure:
         axes.text(
             column, row, f"{values[row, column]:+.1f}", ha="center", va="center", fontsize=8.5, color=INK
         )
+    for row, column in np.argwhere(~np.isfinite(values)):
+        axes.text(column, row, "–", ha="center", va="center", fontsize=8.5, color=MUTED_INK)
     axes.set_xticks(range(12), MONTH_LABELS)
     axes.set_yticks(range(len(table)), [str(year) for year in table.index])
     axes.grid(False)
-    axes.set_title(f"Monthly returns of '{result.name}' (%)")
-    axes.set_xlabel("Month")
+    first, last = pd.DatetimeIndex(result.returns.index)[[0, -1]]
+    axes.set_title(f"Monthly returns of '{result.name}' (%), {first:%Y-%m-%d} → {last:%Y-%m-%d}")
+    axes.set_xlabel("Month (–: no session of this segment in that month)")
     axes.set_ylabel("Year")
     colour_bar = figure.colorbar(image, ax=axes, pad=0.01)
     colour_bar.set_label("Return (%)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from finpod.backtest.result import BacktestResult
@@ -16,7 +17,6 @@ SPEC_ROWS: tuple[tuple[str, str], ...] = (
     ("Dataset", "data.path"),
     ("Universe", "universe"),
     ("Frequency", "frequency"),
-    ("Benchmark symbol", "benchmark_symbol"),
     ("Train segment", "segments.train"),
     ("Validation segment", "segments.validation"),
     ("Backtest segment", "segments.backtest"),
@@ -48,6 +48,17 @@ def _lookup(spec: dict[str, Any], dotted: str) -> Any:
     return node
 
 
+def _param(value: Any) -> str:
+    """A hyper-parameter as written in a spec: lists as ``[64, 64]``, None as ``none``, floats short."""
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_param(item) for item in value) + "]"
+    return str(value)
+
+
 def _show(value: Any) -> str:
     if isinstance(value, list | tuple) and len(value) == 2:
         return f"{value[0]} → {value[1]}"
@@ -58,14 +69,72 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def spec_summary(spec: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(label, text)`` rows for the keys of :data:`SPEC_ROWS` present (and not null) in ``spec``."""
+def spec_summary(spec: dict[str, Any], benchmark_name: str | None = None) -> list[tuple[str, str]]:
+    """``(label, text)`` rows for the keys of :data:`SPEC_ROWS` present (and not null) in ``spec``.
+
+    With ``benchmark_name`` (the result the backtest measured alpha and beta against) a
+    "Benchmark" row says what was actually used: the market ETF, or equal weight when the dataset
+    lacks the ETF the spec names.
+    """
     rows = []
     for label, dotted in SPEC_ROWS:
         value = _lookup(spec, dotted)
         if value is not None:
             rows.append((label, _show(value)))
+    if benchmark_name is not None:
+        rows.insert(min(6, len(rows)), ("Benchmark", benchmark_text(spec, benchmark_name)))
     return rows
+
+
+def benchmark_text(spec: dict[str, Any], benchmark_name: str) -> str:
+    """What the benchmark really was: ``"QQQ (market ETF)"`` or ``"equal_weight (QQQ not in the data)"``."""
+    symbol = str(spec.get("benchmark_symbol") or "")
+    if benchmark_name == "market":
+        return f"{symbol} (market ETF)" if symbol else "market"
+    if not symbol:
+        return f"{benchmark_name} (no market ETF set in the spec)"
+    return f"{benchmark_name} ({symbol} is not in the dataset)"
+
+
+@dataclass(frozen=True)
+class WinnerDetails:
+    """The selected agent (leaderboard rank 1): lineage facts and hyper-parameters, as text rows."""
+
+    lineage: list[tuple[str, str]]
+    hyperparameters: list[tuple[str, str]]
+    ensemble_pods: list[str]
+
+
+def winner_details(entries: list[dict[str, Any]], ensemble_k: int | None) -> WinnerDetails | None:
+    """Lineage and hyper-parameters of the best leaderboard entry, from the run's entry records.
+
+    Args:
+        entries: leaderboard records (``rank`` 1 = best), as the run saved them.
+        ensemble_k: the spec's ``tournament.ensemble_k`` (the ensemble's members are the top k).
+    """
+    ranked = sorted(entries, key=lambda entry: int(entry.get("rank", 0)))
+    if not ranked:
+        return None
+    best = ranked[0]
+    parent = best.get("parent_id")
+    lineage = [
+        ("Pod", str(best.get("pod_id", best.get("pod", "?")))),
+        ("Started from", "scratch" if parent is None else f"pod {parent}'s snapshot"),
+        ("Generation (parent links back to a fresh pod)", str(best.get("generation", "?"))),
+        ("Training rounds behind the weights (lineage included)", _show(best.get("policy_version"))),
+        ("Env steps learned (lineage included)", _show(best.get("env_steps"))),
+        ("Validation score", f"{float(best['score']):.4f}" if "score" in best else "?"),
+        ("Seed", _show(best.get("seed"))),
+        ("Admitted", str(best.get("created_at", "?"))),
+    ]
+    config = best.get("agent_config") or {}
+    fields = config.get("fields", config) if isinstance(config, dict) else {}
+    hyperparameters = [(str(key), _param(value)) for key, value in sorted(fields.items())]
+    k = min(ensemble_k or 0, len(ranked))
+    members = [str(entry.get("pod_id", entry.get("pod", "?"))) for entry in ranked[:k]] if k >= 2 else []
+    return WinnerDetails(
+        [(label, text) for label, text in lineage if text not in ("None", "?")], hyperparameters, members
+    )
 
 
 def _fmt(metrics: dict[str, MetricValue], key: str) -> str:
@@ -100,6 +169,22 @@ def headline(
         (f"{label} · {primary}" if index == 0 else label, value, detail)
         for index, (label, value, detail) in enumerate(cards)
     ]
+
+
+def short_segment_caveats(backtest: BacktestResult, validation: BacktestResult | None) -> list[str]:
+    """Warnings shown at the top of the page when a segment is shorter than a year of sessions."""
+    caveats = []
+    for segment in (backtest, validation):
+        if segment is None:
+            continue
+        sessions = max((len(result.returns) for result in segment.traders.values()), default=0)
+        if sessions < SESSIONS_PER_YEAR:
+            caveats.append(
+                f"The {segment.segment} segment has {sessions} sessions, less than a year "
+                f"({SESSIONS_PER_YEAR}): annualised figures (annual return and volatility, Sharpe, "
+                "Sortino, Calmar, alpha, turnover per year) extrapolate a short sample and are noisy."
+            )
+    return caveats
 
 
 def report_notes(

@@ -53,7 +53,13 @@ from finpod.report.metrics import (
     segment_metrics,
 )
 from finpod.report.plots import primary_trader, render_plots
-from finpod.report.summary import headline, report_notes, spec_summary
+from finpod.report.summary import (
+    headline,
+    report_notes,
+    short_segment_caveats,
+    spec_summary,
+    winner_details,
+)
 from finpod.report.tearsheet import TearSheet, write_tearsheet
 
 METRICS_SCHEMA_VERSION = 1
@@ -219,7 +225,7 @@ def write_report(
     html = render_html(
         title=str(run_info.get("run_id", out_dir.name)),
         run_info=run_info,
-        spec_summary=spec_summary(spec),
+        spec_summary=spec_summary(spec, backtest.benchmark_name),
         headline=headline(primary.name, backtest_metrics, backtest.benchmark_name, validation_metrics),
         backtest=_html_segment(backtest, backtest_metrics),
         validation=None
@@ -234,6 +240,8 @@ def write_report(
         tearsheet_tables_html=tearsheet.tables_html,
         leaderboard=entries,
         notes=report_notes(backtest, validation, tearsheet.note),
+        caveats=short_segment_caveats(backtest, validation),
+        winner=winner_details(leaderboard_entries, _ensemble_k(spec)),
     )
     write_text_atomic(out_dir / HTML_FILE, html)
     return ReportPaths(
@@ -247,6 +255,11 @@ def write_report(
         tearsheet=tearsheet.path,
         validation_dir=None if validation is None else out_dir / VALIDATION_DIR,
     )
+
+
+def _ensemble_k(spec: dict[str, Any]) -> int | None:
+    value = spec.get("tournament", {}).get("ensemble_k") if isinstance(spec.get("tournament"), dict) else None
+    return int(value) if isinstance(value, int) else None
 
 
 def _read_json(path: Path) -> dict[str, Any]:

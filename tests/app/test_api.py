@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -33,6 +34,9 @@ def test_api_run_metrics_returns_and_reload(tmp_path: Path) -> None:
     assert result.leaderboard[0]["score"] >= result.leaderboard[-1]["score"]
 
     assert result.report_html.is_file()
+    saved = json.loads((result.run_dir / "metrics.json").read_text(encoding="utf-8"))
+    assert saved["run_info"]["status"] == "done"  # the page describes the finished run
+    assert "status: <b>done</b>" in result.report_html.read_text(encoding="utf-8")
 
     again = finpod.load_run(result.run_dir)
     assert list(again.backtest.traders) == list(result.backtest.traders)

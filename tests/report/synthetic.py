@@ -154,7 +154,21 @@ def make_history(num_records: int = 12) -> list[dict[str, object]]:
 def make_entries() -> list[dict[str, object]]:
     """Final leaderboard entries, best first."""
     return [
-        {"rank": 1, "pod_id": "pod-07", "generation": 3, "parent_id": "pod-02", "score": 1.42},
+        {
+            "rank": 1,
+            "pod_id": "pod-07",
+            "generation": 3,
+            "parent_id": "pod-02",
+            "score": 1.42,
+            "policy_version": 41,
+            "env_steps": 1_312_000,
+            "seed": 7,
+            "created_at": "2026-01-01T00:10:00+00:00",
+            "agent_config": {
+                "type": "podracer.ppo:PPOConfig",
+                "fields": {"learning_rate": 0.00031, "gamma": 0.99, "hidden_sizes": [64, 64]},
+            },
+        },
         {"rank": 2, "pod_id": "pod-02", "generation": 2, "parent_id": "pod-00", "score": 1.18},
         {"rank": 3, "pod_id": "pod-05", "generation": 0, "parent_id": None, "score": 0.97},
     ]

@@ -22,6 +22,8 @@ import pytest
 
 from repo import REPO_ROOT
 
+INSTALL_TIMEOUT_S = 1800
+"""The fresh install unpacks torch and friends (~1.7 GB): 1-3 min on a quiet machine, 10+ on a loaded one."""
 TINY_BUDGET = 2048
 """Env steps: two PPO rounds of the demo spec (32 envs x 32 steps), enough for one leaderboard entry."""
 IGNORED_EVERYWHERE = shutil.ignore_patterns(".git", ".venv*", "*.egg-info", "__pycache__", ".*_cache")
@@ -53,6 +55,7 @@ def _readme_example() -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(INSTALL_TIMEOUT_S)
 def test_wheel_installs_and_runs_outside_the_repository() -> None:
     # Not pytest's tmp_path: concurrent pytest sessions prune old numbered temp folders, and this
     # test runs for minutes.

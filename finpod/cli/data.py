@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -25,6 +26,7 @@ from finpod.data.importers import import_paths
 from finpod.data.store import Manifest
 from finpod.data.synth import ALPHA_ANNUAL, DEFAULT_START, SIGNAL_KINDS, SignalSpec, write_synth_dataset
 from finpod.errors import SpecError
+from finpod.net import DEFAULT_TIMEOUTS
 
 app = typer.Typer(no_args_is_help=True)
 Frequency = Literal["1min", "1d"]
@@ -187,11 +189,21 @@ def fetch(
         Path | None, typer.Option("--cache", help="Chunk cache folder [default: <OUT>.cache].")
     ] = None,
     data_url: Annotated[str, typer.Option("--data-url", help="Alpaca data API base URL.")] = ALPACA_DATA_URL,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=0.1,
+            help="Seconds to wait for each answer; a request that gets none is tried "
+            f"{DEFAULT_TIMEOUTS.retries + 1} times, then the fetch stops with an error.",
+        ),
+    ] = DEFAULT_TIMEOUTS.read_s,
 ) -> None:
     """Fetch split/dividend-adjusted Alpaca bars (keys from APCA_API_KEY_ID / APCA_API_SECRET_KEY)."""
     frequency = freq
     first, last = _date(start, "--start"), _date(end, "--end")
-    client = make_client(os.environ, url=data_url, retry=DEFAULT_RETRY)
+    timeouts = dataclasses.replace(DEFAULT_TIMEOUTS, read_s=timeout)
+    client = make_client(os.environ, url=data_url, retry=DEFAULT_RETRY, timeouts=timeouts)
     cache_dir = cache if cache is not None else default_cache_dir(out)
     report = fetch_bars(symbols.split(","), first, last, frequency, out, client=client, cache_dir=cache_dir)
     _console.print(

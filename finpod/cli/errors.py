@@ -20,12 +20,15 @@ from typing import Final, TextIO
 
 from finpod.cli import output
 from finpod.errors import FinpodError
+from finpod.net import redact, register_secret
 from podracer.errors import PodracerError
 
 USER_ERROR: Final[int] = 2
 """Exit code of a mistake the user can fix (bad file, spec, flag, folder, disk)."""
 INTERNAL_ERROR: Final[int] = 1
 """Exit code of a bug in finpod (anything not classified as a user error)."""
+SECRET_VARIABLES: Final[tuple[str, ...]] = ("APCA_API_KEY_ID", "APCA_API_SECRET_KEY")
+"""Environment variables whose values never appear in an error message."""
 INTERRUPTED: Final[int] = 130
 """Exit code after Ctrl-C (128 + SIGINT), as shells expect."""
 
@@ -84,8 +87,9 @@ def report(err: BaseException, stream: TextIO) -> int:
         The exit code for ``err`` (see :func:`describe`).
     """
     code, message = describe(err)
+    message = _redact(message)
     if output.is_verbose() and not isinstance(err, KeyboardInterrupt):
-        traceback.print_exception(err, file=stream)
+        stream.write(_redact("".join(traceback.format_exception(err))))
     stream.write(f"error: {message}\n")
     stream.flush()
     return code
@@ -99,6 +103,15 @@ def _os_error_code(err: OSError) -> int | None:
         text = str(err)
         return next((code for code in _OS_FIXES if os.strerror(code) in text), None)
     return None
+
+
+def _redact(text: str) -> str:
+    """``text`` without any secret this process knows (registered keys, Alpaca keys in the env)."""
+    for name in SECRET_VARIABLES:
+        value = os.environ.get(name, "")
+        if value:
+            register_secret(value)
+    return redact(text)
 
 
 def _one_line(text: str) -> str:

@@ -14,7 +14,10 @@ Keys come from ``APCA_API_KEY_ID`` and ``APCA_API_SECRET_KEY`` only and are neve
 Retries: alpaca-py's REST client retries the status codes in its ``retry_exception_codes`` (429 and
 504 by default) ``retry_attempts`` times, ``retry_wait_seconds`` apart; ``StockHistoricalDataClient``
 does not expose those knobs, so :func:`make_client` sets them from a :class:`RetryPolicy` (429 and
-5xx by default). When retries run out the error is one line (:class:`BrokerError`).
+5xx by default). Every request also has a connect and a read timeout, with bounded retries after a
+connection error or a read timeout (:class:`finpod.net.Timeouts`: 5 s and 30 s, 2 retries, so one
+request fails after at most :meth:`~finpod.net.Timeouts.worst_case_s` = 106 s). When retries run out
+the error is one line (:class:`BrokerError`); a secret the server echoes is redacted from it.
 
 Minute bars come back as bar STARTS in UTC, including pre/post-market: those are dropped and counted
 (``outside_regular_hours_bars_dropped``). Daily bars are stamped at New York midnight by Alpaca and are
@@ -48,6 +51,7 @@ from finpod.data.schema import BAR_COLUMNS
 from finpod.data.store import Manifest, write_dataset
 from finpod.data.validate import validate_bars
 from finpod.errors import BrokerError, DataError, SpecError
+from finpod.net import DEFAULT_TIMEOUTS, Timeouts, install_timeouts, is_timeout, redact, register_secret
 from podracer.snapshot import atomic_write_bytes
 
 KEY_ID_VARIABLE: Final[str] = "APCA_API_KEY_ID"
@@ -110,16 +114,22 @@ def keys_from_env(env: Mapping[str, str]) -> tuple[str, str]:
         raise BrokerError(
             f"Alpaca keys missing: set both {KEY_ID_VARIABLE} and {SECRET_KEY_VARIABLE} in the environment"
         )
+    register_secret(key_id)
+    register_secret(secret)
     return key_id, secret
 
 
-def make_client(env: Mapping[str, str], *, url: str, retry: RetryPolicy) -> StockHistoricalDataClient:
+def make_client(
+    env: Mapping[str, str], *, url: str, retry: RetryPolicy, timeouts: Timeouts = DEFAULT_TIMEOUTS
+) -> StockHistoricalDataClient:
     """A ``StockHistoricalDataClient`` with keys from ``env`` and the given retry policy.
 
     Args:
         env: the environment holding the keys.
         url: the data API base URL (:data:`ALPACA_DATA_URL`, or a local fake in tests).
-        retry: retry policy to install.
+        retry: retry policy to install (HTTP status codes).
+        timeouts: connect/read timeout of every request and the retries after a connection error or
+            a read timeout (see :class:`finpod.net.Timeouts`).
 
     Returns:
         The client.
@@ -131,6 +141,7 @@ def make_client(env: Mapping[str, str], *, url: str, retry: RetryPolicy) -> Stoc
     client._retry = retry.attempts
     client._retry_wait = retry.wait_seconds
     client._retry_codes = list(retry.status_codes)
+    install_timeouts(client._session, timeouts)
     return client
 
 
@@ -170,7 +181,7 @@ def _server_message(err: APIError) -> str:
         message = str(err.message)
     except (ValueError, KeyError, TypeError):
         message = str(err)
-    return " ".join(message.split())[:_MAX_SERVER_MESSAGE_CHARS]
+    return redact(" ".join(message.split()))[:_MAX_SERVER_MESSAGE_CHARS]
 
 
 def _request_chunk(
@@ -202,6 +213,11 @@ def _request_chunk(
             "(fetched chunks are cached and will not be fetched again)"
         ) from None
     except requests.exceptions.RequestException as err:
+        if is_timeout(err):
+            raise BrokerError(
+                f"{where}: the data API did not answer in time (every try timed out); check the network "
+                "or the --data-url, or raise --timeout"
+            ) from None
         raise BrokerError(
             f"{where}: cannot reach the data API ({type(err).__name__}); check the network"
         ) from None

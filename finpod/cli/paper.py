@@ -29,7 +29,8 @@ def paper_command(
     second: Annotated[str | None, typer.Argument(help="RUN_DIR after `status` or `replay`")] = None,
     trader: Annotated[str, typer.Option(help="best or ensemble (default: the spec's paper.trader)")] = "",
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="journal decisions and orders, send none")
+        bool,
+        typer.Option("--dry-run", help="journal decisions and orders, send none (status: read that journal)"),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="status: print JSON")] = False,
     start: Annotated[str | None, typer.Option(help="replay: first date, YYYY-MM-DD")] = None,
@@ -52,20 +53,19 @@ def paper_command(
         raise SpecError(
             f"finpod paper: unexpected argument {second!r}; fix: finpod paper RUN_DIR [--dry-run]"
         )
+    if action == "replay" and (not start or not end):
+        raise SpecError(
+            "finpod paper replay: --start and --end are required; fix: --start 2020-05-26 --end 2020-06-30"
+        )
+    if clock not in ("wall", "feed"):
+        raise SpecError(f"--clock: unknown clock {clock!r}; fix: use wall or feed")
     path = Path(run_dir)
     chosen = trader or _spec_trader(path)
     if action == "status":
-        _status(path, chosen, as_json)
+        _status(path, chosen, as_json, dry_run)
     elif action == "replay":
-        if not start or not end:
-            raise SpecError(
-                "finpod paper replay: --start and --end are required; "
-                "fix: --start 2020-05-26 --end 2020-06-30"
-            )
-        _replay(path, chosen, start, end)
+        _replay(path, chosen, start or "", end or "")
     else:
-        if clock not in ("wall", "feed"):
-            raise SpecError(f"--clock: unknown clock {clock!r}; fix: use wall or feed")
         from finpod.paper.loop import run_paper
 
         sys.exit(run_paper(path, chosen, dry_run=dry_run, clock=clock))
@@ -79,10 +79,10 @@ def _spec_trader(run_dir: Path) -> str:
     return run.load_spec().paper.trader
 
 
-def _status(run_dir: Path, trader: str, as_json: bool) -> None:
+def _status(run_dir: Path, trader: str, as_json: bool, dry_run: bool) -> None:
     from finpod.paper.status import paper_status
 
-    status = paper_status(run_dir, trader)
+    status = paper_status(run_dir, trader, dry_run=dry_run)
     if as_json:
         sys.stdout.write(json.dumps(status, indent=2, default=str) + "\n")
         return

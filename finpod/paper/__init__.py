@@ -11,3 +11,9 @@ run's trader), :mod:`~finpod.paper.sizing` (target weights to orders), :mod:`~fi
 env), :mod:`~finpod.paper.replay` (the parity replay), :mod:`~finpod.paper.feed` (live bars),
 :mod:`~finpod.paper.loop` (the trading loop) and :mod:`~finpod.paper.status`.
 """
+
+from finpod.paper.loop import TradingHalted, run_paper
+from finpod.paper.replay import ReplayResult, replay
+from finpod.paper.status import paper_status
+
+__all__ = ["ReplayResult", "TradingHalted", "paper_status", "replay", "run_paper"]

@@ -11,6 +11,7 @@ cancelling open orders when ``paper.cancel_open_on_stop`` says so.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -52,9 +53,13 @@ class TradingHalted(FinpodError):
     """Trading stopped: reconciliation found a difference it cannot explain."""
 
 
-def journal_path(paper_dir: Path, trader: str) -> Path:
-    """``<run>/paper/journal-<trader>.sqlite``."""
-    return paper_dir / f"journal-{trader}.sqlite"
+def journal_path(paper_dir: Path, trader: str, *, dry_run: bool = False) -> Path:
+    """``<run>/paper/journal-<trader>.sqlite`` (``journal-<trader>-dry-run.sqlite`` for a dry run).
+
+    A dry run keeps its own journal: its decisions and never-sent orders must not stand in the way
+    of real trading later.
+    """
+    return paper_dir / f"journal-{trader}{'-dry-run' if dry_run else ''}.sqlite"
 
 
 class FeedClock:
@@ -256,7 +261,7 @@ def run_paper(
     guard.kill.install()
     feed_clock = FeedClock(live.spec.frequency) if clock == "feed" else None
     now: Callable[[], int] = feed_clock if feed_clock is not None else time.time_ns
-    with Journal.open(journal_path(live.paper_dir, trader)) as journal:
+    with Journal.open(journal_path(live.paper_dir, trader, dry_run=dry_run)) as journal:
         if dry_run:
             journal.event("dry_run", "dry run: orders are journaled, none is sent")
         session = PaperSession(
@@ -275,10 +280,26 @@ def run_paper(
         return loop.run()
 
 
+class JsonLines(logging.Formatter):
+    """One JSON object per log line: ``at`` (UTC ISO), ``level``, ``logger``, ``message``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as a JSON line."""
+        at = pd.Timestamp(record.created, unit="s", tz="UTC").isoformat(timespec="milliseconds")
+        return json.dumps(
+            {
+                "at": at,
+                "level": record.levelname.lower(),
+                "logger": record.name,
+                "message": record.getMessage(),
+            }
+        )
+
+
 def _quiet_logs(redact: Redactor) -> None:
-    """Structured one-line logs on stderr, keys redacted from every record."""
+    """Structured logs (JSON lines) on stderr, keys redacted from every record."""
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(JsonLines())
     handler.addFilter(redact.log_filter())
     for name in ("finpod.paper", "alpaca"):
         log = logging.getLogger(name)

@@ -57,8 +57,8 @@ def _backtest_expectation(run: RunDir, trader: str) -> dict[str, Any] | None:
     }
 
 
-def paper_status(run_dir: Path, trader: str) -> dict[str, Any]:
-    """The status of ``trader``'s paper trading in ``run_dir`` as a JSON-ready dict.
+def paper_status(run_dir: Path, trader: str, *, dry_run: bool = False) -> dict[str, Any]:
+    """The status of ``trader``'s paper trading (or its dry run) in ``run_dir``, JSON-ready.
 
     Raises:
         SpecError: not a run folder, an unknown trader, or no journal yet.
@@ -67,11 +67,15 @@ def paper_status(run_dir: Path, trader: str) -> dict[str, Any]:
         raise SpecError(f"--trader: unknown trader {trader!r}; fix: use best or ensemble")
     run = RunDir(Path(run_dir).expanduser().resolve())
     run.read_info()
-    path = journal_path(run.root / PAPER_DIR, trader)
+    path = journal_path(run.root / PAPER_DIR, trader, dry_run=dry_run)
     if not path.is_file():
-        raise SpecError(
-            f"{run.root}: no paper journal for trader {trader}; fix: start `finpod paper {run.root}`"
-        )
+        other = journal_path(run.root / PAPER_DIR, trader, dry_run=not dry_run)
+        if other.is_file():
+            hint = "drop --dry-run to read the real one" if dry_run else "add --dry-run to read the dry run's"
+        else:
+            hint = f"start `finpod paper {run.root}{' --dry-run' if dry_run else ''}`"
+        kind = "dry-run journal" if dry_run else "paper journal"
+        raise SpecError(f"{run.root}: no {kind} for trader {trader}; fix: {hint}")
     with Journal.open(path) as journal:
         decisions = journal.decisions()
         orders = journal.orders()

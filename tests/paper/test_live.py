@@ -39,8 +39,8 @@ def market(run_copy: Path) -> Iterator[SimMarket]:
         yield SimMarket(run_copy, trading, stream)
 
 
-def _decisions(market: SimMarket) -> int:
-    with market.journal() as journal:
+def _decisions(market: SimMarket, *, dry_run: bool = False) -> int:
+    with market.journal(dry_run=dry_run) as journal:
         return len(journal.decisions())
 
 
@@ -51,14 +51,21 @@ def test_dry_run_decides_and_sends_nothing_then_status_reports(market: SimMarket
         wait_for("the stream subscription", market.stream.wait_subscribed, proc=proc, log=log)
         for day in range(3):
             market.publish()
-            wait_for(f"decision {day + 1}", lambda d=day: _decisions(market) >= d + 1, proc=proc, log=log)
+            wait_for(
+                f"decision {day + 1}",
+                lambda d=day: _decisions(market, dry_run=True) >= d + 1,
+                proc=proc,
+                log=log,
+            )
         connections = market.stream.connections
         market.stream.drop()  # the stream drops; a session is published while it is down
         wait_for("the reconnection", lambda: _started(market, connections), proc=proc, log=log)
         market.publish(stream=False)
         market.publish()
-        wait_for("a decision after the gap", lambda: _decisions(market) >= 4, proc=proc, log=log)
-        with market.journal() as journal:
+        wait_for(
+            "a decision after the gap", lambda: _decisions(market, dry_run=True) >= 4, proc=proc, log=log
+        )
+        with market.journal(dry_run=True) as journal:
             assert journal.events("reconnect"), "the gap was not noticed"
             assert journal.events("stale"), "the backfilled session was traded"
         proc.send_signal(signal.SIGTERM)
@@ -71,7 +78,7 @@ def test_dry_run_decides_and_sends_nothing_then_status_reports(market: SimMarket
     assert KEY_ID not in text
     assert SECRET not in text
     out = subprocess.run(
-        [sys.executable, "-m", "finpod", "paper", "status", str(market.run_dir), "--json"],
+        [sys.executable, "-m", "finpod", "paper", "status", str(market.run_dir), "--json", "--dry-run"],
         env=market.env(), cwd=REPO, capture_output=True, text=True, check=True,
     )  # fmt: skip
     status = json.loads(out.stdout)
@@ -81,7 +88,7 @@ def test_dry_run_decides_and_sends_nothing_then_status_reports(market: SimMarket
     assert all(o["dry_run"] and o["status"] == "dry_run" for o in status["orders_today"])
     assert status["limits_hit"].get("halt") == 1  # the SIGTERM kill switch
     assert status["last_bar"].startswith("2019-10-07")
-    table = CliRunner().invoke(app, ["paper", "status", str(market.run_dir)])
+    table = CliRunner().invoke(app, ["paper", "status", str(market.run_dir), "--dry-run"])
     assert table.exit_code == 0
     assert "(dry run): 4 decisions" in table.output
     assert "orders of 2019-10-07" in table.output

@@ -18,8 +18,8 @@ from alpaca.trading.enums import OrderSide, TimeInForce
 from alpaca.trading.models import Asset as AlpacaAsset
 from alpaca.trading.models import Order, Position, TradeAccount
 from alpaca.trading.requests import MarketOrderRequest
-from requests.adapters import HTTPAdapter
 
+from finpod.net import Timeouts, install_timeouts
 from finpod.paper.broker import (
     Account,
     AssetInfo,
@@ -40,25 +40,9 @@ DEFAULT_RETRY_AFTER_S: Final[float] = 1.0
 _MAX_MESSAGE_CHARS: Final[int] = 300
 
 
-class TimeoutAdapter(HTTPAdapter):
-    """A requests adapter that gives every request ``timeout_s`` unless the caller set one."""
-
-    def __init__(self, timeout_s: float) -> None:
-        super().__init__()
-        self.timeout_s = timeout_s
-
-    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
-        """Send with the default timeout filled in."""
-        if kwargs.get("timeout") is None:
-            kwargs["timeout"] = self.timeout_s
-        return super().send(request, **kwargs)
-
-
-def install_timeout(session: requests.Session, timeout_s: float) -> None:
-    """Make every request of ``session`` time out after ``timeout_s`` seconds (connect and read)."""
-    adapter = TimeoutAdapter(timeout_s)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
+def request_timeouts(timeout_s: float) -> Timeouts:
+    """Connect and read timeouts of ``timeout_s`` each, no transport retry (the caller decides)."""
+    return Timeouts(connect_s=timeout_s, read_s=timeout_s, retries=0)
 
 
 def _float(value: Any) -> float:
@@ -96,7 +80,7 @@ class AlpacaBroker:
     def __init__(self, keys: AlpacaKeys, *, url: str, timeout_s: float, redact: Redactor) -> None:
         self._client = TradingClient(keys.key_id, keys.secret_key, paper=True, url_override=url)
         self._client._retry = 0  # an order POST is never retried blindly (see finpod.paper.orders)
-        install_timeout(self._client._session, timeout_s)
+        install_timeouts(self._client._session, request_timeouts(timeout_s))
         self._redact = redact
 
     def _call(self, what: str, fn: Any, *args: Any) -> Any:

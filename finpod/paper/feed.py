@@ -28,7 +28,7 @@ from alpaca.data.requests import StockBarsRequest
 from alpaca.data.timeframe import TimeFrame
 
 from finpod.data.calendar import EXCHANGE_TIMEZONE, NS_PER_MINUTE, align, calendar_grid
-from finpod.paper.alpaca_broker import install_timeout
+from finpod.net import Timeouts, install_timeouts
 from finpod.paper.keys import AlpacaKeys
 
 logger = logging.getLogger("finpod.paper")
@@ -193,7 +193,7 @@ class AlpacaBars:
         self.client._retry = 2
         self.client._retry_wait = 1
         self.client._retry_codes = [429, 500, 502, 503, 504]
-        install_timeout(self.client._session, timeout_s)
+        install_timeouts(self.client._session, Timeouts(connect_s=timeout_s, read_s=timeout_s))
         self._keys = keys
         self._stream_url = stream_url
         self.queue: queue.Queue[RawBar] = queue.Queue()

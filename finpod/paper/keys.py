@@ -1,8 +1,9 @@
 """Alpaca keys from the environment only, and their redaction from every message.
 
 The keys are read from ``APCA_API_KEY_ID`` and ``APCA_API_SECRET_KEY`` (as ``finpod data fetch``
-does) and never printed. A :class:`Redactor` replaces them in any text before it reaches a log, the
-journal or the terminal, including error bodies a server echoes back.
+does) and never printed. A :class:`Redactor` registers them with :mod:`finpod.net` (so the CLI's error
+path redacts them too) and replaces them, plain, URL-encoded or base64, in any text before it
+reaches a log, the journal or the terminal, including error bodies a server echoes back.
 """
 
 from __future__ import annotations
@@ -10,13 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
 
 from finpod.data.alpaca_source import keys_from_env
-
-REDACTED: Final[str] = "[redacted]"
-MIN_SECRET_CHARS: Final[int] = 4
-"""Shorter values are not redacted (they would blank out ordinary words)."""
+from finpod.net import REDACTED, redact, register_secret
 
 
 @dataclass(frozen=True)
@@ -41,16 +38,15 @@ class AlpacaKeys:
 
 
 class Redactor:
-    """Replaces every secret in a text with :data:`REDACTED`."""
+    """Replaces every secret of this process in a text with ``[redacted]`` (:func:`finpod.net.redact`)."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        self._secrets = sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+        for secret in secrets:
+            register_secret(secret)
 
     def __call__(self, text: str) -> str:
         """``text`` with every secret replaced."""
-        for secret in self._secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        return redact(text)
 
     def log_filter(self) -> logging.Filter:
         """A logging filter that redacts every record's formatted message in place."""

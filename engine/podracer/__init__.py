@@ -6,17 +6,12 @@ pandas, no finpod and no broker client, and ``tests/engine/test_domain_free.py``
 
 from podracer.api import Agent, Policy, RoundStats, TensorVectorEnv
 from podracer.backends import Backend, LocalBackend
+from podracer.config import TournamentConfig
 from podracer.ensemble import EnsemblePolicy
 from podracer.errors import PodracerError, SnapshotError, TournamentError
+from podracer.events import HistoryRecord, TournamentEvent, TournamentResult, read_events
 from podracer.leaderboard import Leaderboard, LeaderboardEntry
-from podracer.orchestrator import (
-    HistoryRecord,
-    Tournament,
-    TournamentConfig,
-    TournamentEvent,
-    TournamentResult,
-    read_events,
-)
+from podracer.orchestrator import Tournament
 from podracer.pod import AgentFactory, EnvFactory, Evaluate, PodAgent
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""An ensemble policy: the mean of the deterministic actions of several agents.
+"""An ensemble policy: the mean of the deterministic actions of several agents (distinct lineages).
 
 For actions that are already target weights (non-negative, summing to one) the mean is again such
 a vector, so the ensemble trades like one agent whose allocation is the leaders' average. Actions
@@ -36,17 +36,21 @@ class EnsemblePolicy:
     def from_leaderboard(
         cls, leaderboard: Leaderboard, k: int, agent_factory: AgentFactory
     ) -> EnsemblePolicy:
-        """The ensemble of the top ``k`` entries of ``leaderboard`` (each rebuilt with ``agent_factory``).
+        """The ensemble of the best entries of ``leaderboard``'s (up to) ``k`` best DISTINCT lineages.
+
+        Each member is the best entry of its lineage (see
+        :meth:`~podracer.leaderboard.Leaderboard.top_lineage_ranks`), rebuilt with ``agent_factory``;
+        a board holding fewer than ``k`` lineages gives an ensemble of that many members.
 
         Raises:
-            TournamentError: ``k`` < 1 or more than the leaderboard holds.
+            TournamentError: ``k`` < 1 or the leaderboard is empty.
         """
-        count = len(leaderboard.entries)
-        if not 1 <= k <= count:
+        if k < 1 or not leaderboard.entries:
             raise TournamentError(
-                f"ensemble size k={k} but the leaderboard holds {count} entries; use 1 <= k <= {count}"
+                f"ensemble size k={k} of a leaderboard of {len(leaderboard.entries)} entries; "
+                "use k >= 1 on a leaderboard with entries"
             )
-        return cls([leaderboard.load_agent(rank, agent_factory) for rank in range(k)])
+        return cls([leaderboard.load_agent(rank, agent_factory) for rank in leaderboard.top_lineage_ranks(k)])
 
     @torch.no_grad()
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:

@@ -1,29 +1,39 @@
 """The generator: where a new pod comes from.
 
-With probability ``fresh_pod_prob`` (and always while the leaderboard is empty) a pod starts from
-scratch with the base hyper-parameters. Otherwise it starts from a leaderboard entry chosen by
-rank-softmax, ``P(rank r) ∝ exp(-r / temperature)`` with rank 0 the best (ranks, not raw scores, so
-the choice does not depend on the score's scale), and inherits that entry's weights and
-hyper-parameters with each ``PERTURBABLE`` field multiplied by a factor drawn log-uniformly from
-``[1 / (1 + perturb_scale), 1 + perturb_scale]`` and clamped to the field's bounds, widened to
-include the inherited value (a value the user set outside the bounds is never pulled in to them
-unasked; a field at 0 stays at 0 unless its lower bound is above 0, where the clamp lifts it).
+With probability ``fresh_prob`` (the orchestrator lowers it as the budget runs out), and always when
+there is no donor, a pod starts from scratch with the base hyper-parameters. Otherwise it starts
+from a donor chosen by rank-softmax, ``P(rank r) ∝ exp(-r / temperature)`` with rank 0 the best
+(ranks, not raw scores, so the choice does not depend on the score's scale). Donors are the live
+pods' LATEST states (an old best-ever snapshot only when no pod is live, e.g. after every pod
+crashed). The child inherits the donor's weights, optimiser state, lineage and step count, and its
+hyper-parameters perturbed in small steps, each ``PERTURBABLE`` field in its own space
+(``s = perturb_scale``, ``u ~ U(-1, 1)``):
 
-Every random draw comes from the generator passed in, in a fixed order, so one seed gives one
-sequence of pods.
+* ``log`` (learning rate, clip range, ...): ``x * (1 + s) ** u``;
+* ``log1m`` (gamma, GAE lambda): ``1 - (1 - x) * (1 + s) ** u``, so the horizon ``1 / (1 - gamma)``
+  moves by the same factor whatever gamma is (0.99 goes to [0.9880, 0.9917] at ``s = 0.2``);
+* ``linear`` (entropy weight): ``x + s * (max - min) * u``, so a weight of 0 can move.
+
+Each value is then clamped to the field's ``(min, max)`` (the class's ``PERTURBABLE`` or the user's
+``perturb_bounds``), widened to include the inherited value: a value the user set outside the bounds
+is never pulled in to them unasked.
+
+Every random draw comes from the generator passed in, in a fixed order (seed, fresh-or-donor, donor,
+then one factor per field in sorted name order), so one seed gives one sequence of pods.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from podracer.leaderboard import Leaderboard, LeaderboardEntry
-from podracer.pod import check_agent_config, config_from_record
+from podracer.pod import PerturbRange, check_agent_config
 
 SEED_UPPER_BOUND = 2**31 - 1
 """Pod seeds are drawn uniformly from ``[0, SEED_UPPER_BOUND)``."""
@@ -37,27 +47,76 @@ def rank_softmax_probabilities(count: int, temperature: float) -> np.ndarray:
     return probabilities
 
 
-def perturb_config(config: Any, perturb_scale: float, rng: np.random.Generator) -> Any:
-    """A copy of ``config`` with every ``PERTURBABLE`` float field scaled by a random factor.
+def perturb_value(value: float, bounds: PerturbRange, perturb_scale: float, u: float) -> float:
+    """One perturbed hyper-parameter (see the module doc), clamped to ``bounds`` widened to ``value``.
 
     Args:
-        config: a dataclass config with a ``PERTURBABLE`` table ``{field: (min, max)}``.
-        perturb_scale: ``s >= 0``; factors are ``exp(U(-log(1 + s), log(1 + s)))``.
-        rng: the source of the factors, drawn in sorted field-name order.
+        value: the inherited value.
+        bounds: the field's range and space.
+        perturb_scale: ``s >= 0``, the step size.
+        u: the random draw, in ``[-1, 1]``.
+    """
+    factor = math.exp(u * math.log1p(perturb_scale))
+    if bounds.space == "log":
+        moved = value * factor
+    elif bounds.space == "log1m":
+        moved = 1.0 - (1.0 - value) * factor
+    else:
+        moved = value + perturb_scale * (bounds.high - bounds.low) * u
+    low, high = min(bounds.low, value), max(bounds.high, value)
+    return min(max(moved, low), high)
+
+
+def perturb_config(
+    config: Any,
+    perturb_scale: float,
+    rng: np.random.Generator,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+) -> Any:
+    """A copy of ``config`` with every ``PERTURBABLE`` float field moved one random step.
+
+    Args:
+        config: a dataclass config with a ``PERTURBABLE`` table ``{field: (min, max)}`` (and
+            optionally ``PERTURB_SPACES``).
+        perturb_scale: ``s >= 0``, the step size (see the module doc).
+        rng: the source of the draws ``u ~ U(-1, 1)``, one per field in sorted field-name order.
+        bounds: the user's ``(min, max)`` for some fields, replacing the class's.
 
     Returns:
         The perturbed config; each perturbed value lies within its field's ``(min, max)`` widened to
         include the field's value in ``config``.
     """
-    bounds = check_agent_config(config)
-    half_width = math.log1p(perturb_scale)
-    changes: dict[str, float] = {}
-    for name in sorted(bounds):
-        value = getattr(config, name)
-        low, high = min(bounds[name][0], value), max(bounds[name][1], value)
-        factor = math.exp(rng.uniform(-half_width, half_width))
-        changes[name] = min(max(value * factor, low), high)
+    ranges = check_agent_config(config, bounds)
+    changes = {
+        name: perturb_value(getattr(config, name), ranges[name], perturb_scale, float(rng.uniform(-1.0, 1.0)))
+        for name in sorted(ranges)
+    }
     return dataclasses.replace(config, **changes)
+
+
+@dataclass(frozen=True)
+class Donor:
+    """A state a new pod may start from.
+
+    Attributes:
+        pod_id: the pod that produced it.
+        lineage_id: that pod's lineage.
+        generation: that pod's generation.
+        score: its ranking score (a live pod's smoothed score, or a leaderboard score).
+        agent_config: that pod's hyper-parameters (a config instance).
+        policy_version: training rounds behind the state, lineage included.
+        env_steps: env transitions behind the state, lineage included.
+        snapshot: the snapshot file holding the state.
+    """
+
+    pod_id: int
+    lineage_id: int
+    generation: int
+    score: float
+    agent_config: Any
+    policy_version: int
+    env_steps: int
+    snapshot: Path
 
 
 @dataclass(frozen=True)
@@ -65,12 +124,12 @@ class Origin:
     """Where a new pod starts.
 
     Attributes:
-        parent: the leaderboard entry whose weights it inherits, ``None`` for a pod from scratch.
+        parent: the donor whose state it inherits, ``None`` for a pod from scratch.
         agent_config: its hyper-parameters.
         seed: the seed for its agent and env.
     """
 
-    parent: LeaderboardEntry | None
+    parent: Donor | None
     agent_config: Any
     seed: int
 
@@ -81,26 +140,31 @@ class Generator:
 
     Attributes:
         base_agent_config: hyper-parameters of pods started from scratch.
-        fresh_pod_prob: probability of a pod from scratch when the leaderboard is not empty.
-        perturb_scale: width of the multiplicative hyper-parameter perturbation (see module doc).
-        softmax_temperature: temperature of the rank-softmax parent choice (> 0; larger = flatter).
+        perturb_scale: step size of the hyper-parameter perturbation (see the module doc).
+        softmax_temperature: temperature of the rank-softmax donor choice (> 0; larger = flatter).
+        perturb_bounds: the user's ``(min, max)`` for some ``PERTURBABLE`` fields.
     """
 
     base_agent_config: Any
-    fresh_pod_prob: float
     perturb_scale: float
     softmax_temperature: float
+    perturb_bounds: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
 
-    def propose(self, leaderboard: Leaderboard, rng: np.random.Generator) -> Origin:
-        """Draw the origin of the next pod (seed, then fresh-or-parent, then parent, then factors)."""
+    def propose(self, donors: Sequence[Donor], fresh_prob: float, rng: np.random.Generator) -> Origin:
+        """Draw the origin of the next pod (seed, then fresh-or-donor, then donor, then perturbations).
+
+        Args:
+            donors: candidate donors, best first (may be empty: then the pod starts from scratch).
+            fresh_prob: probability of a pod from scratch when there are donors, in ``[0, 1]``.
+            rng: the source of every draw.
+        """
         seed = int(rng.integers(0, SEED_UPPER_BOUND))
-        fresh = rng.random() < self.fresh_pod_prob
-        entries = leaderboard.entries
-        if fresh or not entries:
+        fresh = rng.random() < fresh_prob
+        if fresh or not donors:
             return Origin(parent=None, agent_config=self.base_agent_config, seed=seed)
         rank = int(
-            rng.choice(len(entries), p=rank_softmax_probabilities(len(entries), self.softmax_temperature))
+            rng.choice(len(donors), p=rank_softmax_probabilities(len(donors), self.softmax_temperature))
         )
-        parent = entries[rank]
-        config = perturb_config(config_from_record(parent.agent_config), self.perturb_scale, rng)
+        parent = donors[rank]
+        config = perturb_config(parent.agent_config, self.perturb_scale, rng, self.perturb_bounds)
         return Origin(parent=parent, agent_config=config, seed=seed)

@@ -8,7 +8,9 @@ between those steps) are removed by :meth:`Leaderboard.remove_unreferenced`.
 
 Ordering: higher score first; equal scores keep admission order (earlier first). Admission rule:
 the board holds at most one entry per pod (its best snapshot so far), so its K entries are K
-different agents for the generator to choose parents from and for an ensemble to average. A
+different agents. Every entry names its lineage (the pod from scratch its line of descent starts
+with): :meth:`Leaderboard.top_lineage_ranks` picks the best entry of each of the k best lineages,
+so an ensemble averages different lines of descent, not a pod and its own children. A
 candidate whose pod has no entry enters when the board has fewer than K entries or its score is
 strictly above the K-th; a candidate whose pod has an entry replaces that entry when its score is
 strictly above it.
@@ -42,7 +44,7 @@ INDEX_NAME = "index.json"
 """File name of the leaderboard's index inside its folder."""
 INDEX_FORMAT = "podracer.leaderboard"
 """``format`` marker of the index file."""
-INDEX_FORMAT_VERSION = 1
+INDEX_FORMAT_VERSION = 2
 """``version`` of the index file layout."""
 AGENT_STATE_KEY = "agent_state"
 """Key of the agent's ``state_dict`` inside a snapshot payload."""
@@ -54,7 +56,8 @@ class LeaderboardEntry:
 
     Attributes:
         pod_id: the pod that produced it.
-        parent_id: that pod's parent entry's pod id, ``None`` for a pod started from scratch.
+        parent_id: the pod whose weights that pod started from, ``None`` for a pod from scratch.
+        lineage_id: the pod from scratch its line of descent starts with (``pod_id`` for such a pod).
         generation: 0 from scratch, parent's generation + 1 otherwise.
         policy_version: training rounds behind these weights, lineage included.
         score: the application's evaluation score (higher is better).
@@ -68,6 +71,7 @@ class LeaderboardEntry:
 
     pod_id: int
     parent_id: int | None
+    lineage_id: int
     generation: int
     policy_version: int
     score: float
@@ -91,6 +95,7 @@ class Candidate:
 
     pod_id: int
     parent_id: int | None
+    lineage_id: int
     generation: int
     policy_version: int
     score: float
@@ -223,6 +228,24 @@ class Leaderboard:
         if dropped:
             fsync_directory(self.directory)
         return entry if entry in kept else None
+
+    def top_lineage_ranks(self, k: int) -> list[int]:
+        """Ranks of the best entry of each of the ``k`` best lineages, best first.
+
+        Fewer than ``k`` when the board holds fewer lineages.
+
+        Raises:
+            TournamentError: ``k`` < 1.
+        """
+        if k < 1:
+            raise TournamentError(f"k is {k}; ask for at least 1 lineage")
+        ranks: list[int] = []
+        seen: set[int] = set()
+        for rank, entry in enumerate(self._entries):
+            if entry.lineage_id not in seen and len(ranks) < k:
+                seen.add(entry.lineage_id)
+                ranks.append(rank)
+        return ranks
 
     def rank_of(self, entry: LeaderboardEntry) -> int:
         """0-based rank of ``entry`` on the board (0 = best)."""

@@ -1,50 +1,56 @@
-"""The orchestrator: an asynchronous, elastic, resumable tournament of pods.
+"""The orchestrator: the loop of an elastic, scheduled, resumable tournament of pods.
 
-The loop keeps the training pool full while budget remains. Every pod round runs on the backend; the
-orchestrator waits for whichever round finishes first (no barrier, no generations), judges that pod
-alone (leaderboard admission, lagging check), and resubmits it or a replacement at once. Before every
-submission it reads ``backend.slots()``: when slots grow, new pods start (retired pods first, from
-their last snapshots, then pods from the generator); when they shrink, pods are retired as their
-current round ends, their last snapshot kept. A round that raises is logged, not fatal: the pod is
-restored from its last snapshot, or replaced by a generator pod if it crashes again straight after.
-
-Run directory (all writes atomic; see :mod:`podracer.snapshot`):
-
-* ``config.json``: the :class:`TournamentConfig` and the base agent config.
-* ``state.json``: budget used, counters, RNG state, history, and the pool (pods with the file names
-  of their last snapshots). Written after every round, after that round's snapshot files.
-* ``pods/``: each pod's latest snapshot (immutable, content-named; superseded ones deleted after
-  ``state.json`` stops naming them).
-* ``leaderboard/``: the :class:`~podracer.leaderboard.Leaderboard`.
-* ``events.jsonl``: one JSON event per line (a log; a kill may cut its last line).
+The loop keeps the training pool full while budget remains. Every pod round runs on the backend;
+rounds run concurrently, and each finished round is judged alone: leaderboard admission, the pool
+schedule (:mod:`podracer.schedule`), the lagging check (:mod:`podracer.updater`). The pod is then
+resubmitted, retired, or replaced by a child of a better live pod's latest state (exploit) or by a
+pod from scratch (explore, rarer as the budget runs out). Before every submission the orchestrator
+reads ``backend.slots()``; the pool is the smaller of that and the schedule's size. When it grows,
+retired pods restart from their last snapshots first, then new pods come from the generator; when it
+shrinks, the worst pods are retired as their rounds end, their last snapshots kept. A round that
+raises is logged, not fatal: the pod is restored from its last snapshot, or replaced by a new pod if
+it crashes again straight after.
 
 Budget: a round is started only while the env steps used plus those expected from the rounds in
 flight (the last round's size each) stay below ``budget_env_steps``, and while the wall time used
 (summed over resumes) is below ``budget_seconds``. Rounds in flight when it runs out finish and count.
 
-Determinism: with one slot every draw (pod seeds, fresh-or-parent, parent rank, perturbations) comes
-from one generator seeded by ``seed``, in submission order, and rounds finish in submission order,
-so the same seed gives the same pods, scores and leaderboard (``created_at`` aside) on one machine.
+Determinism: every draw (pod seeds, fresh-or-donor, donor, perturbations) comes from one generator
+seeded by ``seed``, and with ``judge_order = "submission"`` (the default) finished rounds are judged
+in the order they were submitted, whatever order they finish in. A run with an env-step budget is
+then reproducible at a fixed ``torch_threads_per_pod`` on one machine, for any pool size (the same
+pods, scores and leaderboard; ``created_at`` and timings aside).
+
+Files: see :mod:`podracer.runfiles`. A :class:`Tournament` holds its run directory's OS lock from
+construction (or :meth:`Tournament.resume`) to :meth:`Tournament.close`, so one process at a time
+writes a run.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
-import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from types import TracebackType
+from typing import Any
 
 import numpy as np
 
 from podracer.backends import Backend, LocalBackend, RoundTask
-from podracer.errors import SnapshotError, TournamentError
-from podracer.generator import Generator, Origin
+from podracer.config import TournamentConfig
+from podracer.errors import TournamentError
+from podracer.events import (
+    EVENT_KINDS,
+    EVENTS_NAME,
+    EventCallback,
+    EventLog,
+    HistoryRecord,
+    TournamentEvent,
+    TournamentResult,
+    read_events,
+)
+from podracer.generator import Donor, Generator, Origin
 from podracer.leaderboard import AGENT_STATE_KEY, INDEX_NAME, Candidate, Leaderboard
 from podracer.pod import (
     AgentFactory,
@@ -56,198 +62,42 @@ from podracer.pod import (
     config_from_record,
     config_to_record,
 )
-from podracer.snapshot import (
-    SNAPSHOT_SUFFIX,
-    TEMP_SUFFIX,
-    atomic_write_json,
-    fsync_directory,
-    load_snapshot,
-    read_json_record,
-    save_snapshot,
+from podracer.runfiles import (
+    CONFIG_NAME,
+    LEADERBOARD_DIR,
+    PODS_DIR,
+    STATE_NAME,
+    Progress,
+    RunLock,
+    RunState,
+    pod_record,
+    read_config,
+    read_state,
+    write_config,
+    write_state,
 )
-from podracer.updater import is_lagging
+from podracer.schedule import budget_fraction, fresh_probability, pool_target, retirees, schedule_phase
+from podracer.snapshot import SNAPSHOT_SUFFIX, TEMP_SUFFIX, fsync_directory, load_snapshot, save_snapshot
+from podracer.updater import is_lagging, smooth
 
-CONFIG_NAME = "config.json"
-STATE_NAME = "state.json"
-EVENTS_NAME = "events.jsonl"
-PODS_DIR = "pods"
-LEADERBOARD_DIR = "leaderboard"
-CONFIG_FORMAT = "podracer.tournament-config"
-STATE_FORMAT = "podracer.tournament-state"
-RUN_FORMAT_VERSION = 1
-"""``version`` of ``config.json`` and ``state.json``."""
-
-EVENT_KINDS = (
-    "pod_started",
-    "round_finished",
-    "entry_admitted",
-    "pod_replaced",
-    "pod_crashed",
-    "pod_retired",
-    "pool_resized",
-    "tournament_finished",
-)
-"""Kinds of :class:`TournamentEvent`, in no particular order."""
-
-
-@dataclass(frozen=True)
-class TournamentConfig:
-    """Settings of a tournament; every field is required but the last two, documented with theirs.
-
-    Attributes:
-        pool_size: slots of the default :class:`~podracer.backends.LocalBackend` (used when no
-            backend is given); with a backend, the pool follows ``backend.slots()`` instead.
-        leaderboard_size: ``K``, snapshots kept on the leaderboard.
-        budget_env_steps: total env transitions the tournament may train on, or ``None``.
-        budget_seconds: total wall time, summed over resumes, or ``None``. At least one budget is set.
-        fresh_pod_prob: probability that a new pod starts from scratch instead of from a leader.
-        perturb_scale: ``s``; inherited hyper-parameters are scaled by factors in ``[1/(1+s), 1+s]``.
-        softmax_temperature: temperature of the rank-softmax choice of a parent (> 0).
-        eval_every_rounds: agent training rounds per pod round (each pod round ends in one evaluation).
-        seed: seeds the tournament's generator (pod seeds, parent choices, perturbations).
-        lagging_rounds: pod rounds before a pod may be judged lagging (below the leaderboard median)
-            and replaced; default 2.
-        max_consecutive_crashes: rounds in a row, across the pool, that may crash before the
-            tournament gives up with :class:`~podracer.errors.TournamentError`; default 5.
-    """
-
-    pool_size: int
-    leaderboard_size: int
-    budget_env_steps: int | None
-    budget_seconds: float | None
-    fresh_pod_prob: float
-    perturb_scale: float
-    softmax_temperature: float
-    eval_every_rounds: int
-    seed: int
-    lagging_rounds: int = 2
-    max_consecutive_crashes: int = 5
-
-    def __post_init__(self) -> None:
-        """Reject settings the tournament cannot run with; each message names the field and the fix."""
-        checks = [
-            (self.pool_size >= 1, f"pool_size is {self.pool_size}; use at least 1"),
-            (self.leaderboard_size >= 1, f"leaderboard_size is {self.leaderboard_size}; use at least 1"),
-            (
-                self.budget_env_steps is not None or self.budget_seconds is not None,
-                "no budget: set budget_env_steps and/or budget_seconds",
-            ),
-            (
-                self.budget_env_steps is None or self.budget_env_steps > 0,
-                f"budget_env_steps is {self.budget_env_steps}; use a positive count or None",
-            ),
-            (
-                self.budget_seconds is None
-                or (math.isfinite(self.budget_seconds) and self.budget_seconds > 0),
-                f"budget_seconds is {self.budget_seconds}; use a positive number of seconds or None",
-            ),
-            (
-                0.0 <= self.fresh_pod_prob <= 1.0,
-                f"fresh_pod_prob is {self.fresh_pod_prob}; use a value in [0, 1]",
-            ),
-            (
-                math.isfinite(self.perturb_scale) and self.perturb_scale >= 0.0,
-                f"perturb_scale is {self.perturb_scale}; use a value >= 0",
-            ),
-            (
-                math.isfinite(self.softmax_temperature) and self.softmax_temperature > 0.0,
-                f"softmax_temperature is {self.softmax_temperature}; use a value > 0",
-            ),
-            (self.eval_every_rounds >= 1, f"eval_every_rounds is {self.eval_every_rounds}; use at least 1"),
-            (self.seed >= 0, f"seed is {self.seed}; use a non-negative integer"),
-            (self.lagging_rounds >= 1, f"lagging_rounds is {self.lagging_rounds}; use at least 1"),
-            (
-                self.max_consecutive_crashes >= 1,
-                f"max_consecutive_crashes is {self.max_consecutive_crashes}; use at least 1",
-            ),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise TournamentError(f"TournamentConfig: {message}")
-
-
-@dataclass(frozen=True)
-class TournamentEvent:
-    """Something that happened, for progress bars and logs.
-
-    Attributes:
-        kind: one of :data:`EVENT_KINDS`.
-        elapsed_s: tournament wall time so far (summed over resumes), seconds.
-        env_steps: tournament env steps used so far.
-        pod_id: the pod concerned, if any.
-        data: details by kind, JSON-ready: ``round_finished``: ``score``, ``round_env_steps``,
-            ``steps_per_s``, ``policy_version``, ``metrics`` (the agent's round diagnostics, e.g. PPO's
-            losses, entropy, approximate KL, clip fraction, explained variance, learning rate);
-            ``entry_admitted``: ``rank``, ``score``;
-            ``pod_started``: ``origin`` (``scratch``/``leaderboard``/``snapshot``), ``parent_id``,
-            ``generation``, ``agent_config`` (and ``reason`` for ``snapshot``); ``pod_replaced``:
-            ``reason``, ``by``; ``pod_crashed``: ``error``; ``pod_retired``: ``reason``;
-            ``pool_resized``: ``old``, ``new``;
-            ``tournament_finished``: ``rounds``, ``best_score``, ``budget_spent``.
-    """
-
-    kind: str
-    elapsed_s: float
-    env_steps: int
-    pod_id: int | None
-    data: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class HistoryRecord:
-    """The leaderboard after one pod round.
-
-    Attributes:
-        elapsed_s: tournament wall time, seconds.
-        env_steps: tournament env steps used.
-        best_score: the leaderboard's best score, ``None`` while empty.
-        scores: all leaderboard scores, best first.
-    """
-
-    elapsed_s: float
-    env_steps: int
-    best_score: float | None
-    scores: tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class TournamentResult:
-    """What :meth:`Tournament.run` returns.
-
-    Attributes:
-        leaderboard: the final leaderboard.
-        history: the leaderboard over time, one record per pod round.
-        env_steps: env steps used in total.
-        seconds: wall time used in total (over resumes), seconds.
-        rounds: pod rounds finished.
-        crashes: pod rounds that raised.
-    """
-
-    leaderboard: Leaderboard
-    history: list[HistoryRecord]
-    env_steps: int
-    seconds: float
-    rounds: int
-    crashes: int
-
-
-EventCallback = Callable[[TournamentEvent], None]
-
-
-@dataclass
-class _Progress:
-    env_steps: int = 0
-    seconds: float = 0.0
-    rounds: int = 0
-    crashes: int = 0
-    consecutive_crashes: int = 0
-    next_pod_id: int = 0
-    last_round_env_steps: int = 0
-    history: list[HistoryRecord] = field(default_factory=list)
+__all__ = [
+    "CONFIG_NAME",
+    "EVENTS_NAME",
+    "EVENT_KINDS",
+    "STATE_NAME",
+    "HistoryRecord",
+    "Tournament",
+    "TournamentConfig",
+    "TournamentEvent",
+    "TournamentResult",
+    "read_events",
+]
 
 
 class Tournament:
     """A tournament of pods in a run directory; see the module docstring.
+
+    Use it as a context manager, or call :meth:`close`, to release the run directory's lock.
 
     Args:
         config: the tournament settings.
@@ -256,11 +106,13 @@ class Tournament:
         base_agent_config: hyper-parameters of pods from scratch (a dataclass with ``PERTURBABLE``).
         env_factory: ``seed -> TensorVectorEnv``, each pod's own training env.
         evaluate: ``policy -> score`` (higher is better), called from backend workers.
-        backend: runs the rounds; ``None`` for a ``LocalBackend(config.pool_size)`` of the
-            tournament's own, made afresh by each :meth:`run` and shut down at its end.
+        backend: runs the rounds; ``None`` for a ``LocalBackend(config.pool_size,
+            config.torch_threads_per_pod)`` of the tournament's own, made afresh by each :meth:`run`
+            and shut down at its end.
 
     Raises:
-        TournamentError: ``run_dir`` already holds a run (use :meth:`resume`), or a bad config.
+        TournamentError: ``run_dir`` already holds a run (use :meth:`resume`) or is open in
+            another tournament, or a bad config.
     """
 
     def __init__(
@@ -275,28 +127,26 @@ class Tournament:
     ) -> None:
         """See the class docstring."""
         run_dir = Path(run_dir).resolve()
-        if (run_dir / STATE_NAME).exists():
-            raise TournamentError(
-                f"{run_dir} already holds a tournament; use Tournament.resume or a new folder"
-            )
-        check_agent_config(base_agent_config)
-        (run_dir / PODS_DIR).mkdir(parents=True, exist_ok=True)
-        self._setup(config, run_dir, agent_factory, base_agent_config, env_factory, evaluate, backend)
-        self.leaderboard = self._empty_leaderboard(run_dir / LEADERBOARD_DIR, config.leaderboard_size)
-        self._rng = np.random.default_rng(config.seed)
-        self._progress = _Progress()
-        self._parked: list[dict[str, Any]] = []
-        self._finished = False
-        atomic_write_json(
-            run_dir / CONFIG_NAME,
-            {
-                "format": CONFIG_FORMAT,
-                "version": RUN_FORMAT_VERSION,
-                "tournament": dataclasses.asdict(config),
-                "base_agent_config": config_to_record(base_agent_config),
-            },
-        )
-        self._save_state()
+        check_agent_config(base_agent_config, config.perturb_bounds)
+        lock = RunLock(run_dir)
+        try:
+            if (run_dir / STATE_NAME).exists():
+                raise TournamentError(
+                    f"{run_dir} already holds a tournament; use Tournament.resume or a new folder"
+                )
+            (run_dir / PODS_DIR).mkdir(parents=True, exist_ok=True)
+            self._setup(config, run_dir, agent_factory, base_agent_config, env_factory, evaluate, backend)
+            self._lock: RunLock | None = lock
+            self.leaderboard = self._empty_leaderboard(run_dir / LEADERBOARD_DIR, config.leaderboard_size)
+            self._rng = np.random.default_rng(config.seed)
+            self._progress = Progress()
+            self._parked: list[dict[str, Any]] = []
+            self._finished = False
+            write_config(run_dir, config, base_agent_config)
+            self._save_state()
+        except BaseException:
+            lock.release()
+            raise
 
     @staticmethod
     def _empty_leaderboard(directory: Path, capacity: int) -> Leaderboard:
@@ -324,19 +174,23 @@ class Tournament:
         self._env_factory = env_factory
         self._evaluate = evaluate
         self._given_backend = backend
-        self.backend: Backend = LocalBackend(config.pool_size) if backend is None else backend
+        self.backend: Backend = self._own_backend() if backend is None else backend
         self._generator = Generator(
             base_agent_config=base_agent_config,
-            fresh_pod_prob=config.fresh_pod_prob,
             perturb_scale=config.perturb_scale,
             softmax_temperature=config.softmax_temperature,
+            perturb_bounds=config.perturb_bounds,
         )
         self._pods: dict[int, Pod] = {}
+        self._retiring: set[int] = set()
         self._on_event: EventCallback | None = None
-        self._events: TextIO | None = None
+        self._events: EventLog | None = None
         self._clock_start = time.perf_counter()
         self._seconds_before = 0.0
-        self._last_slots: int | None = None
+        self._last_target: int | None = None
+
+    def _own_backend(self) -> LocalBackend:
+        return LocalBackend(self.config.pool_size, self.config.torch_threads_per_pod)
 
     @classmethod
     def resume(
@@ -356,15 +210,16 @@ class Tournament:
 
         Raises:
             SnapshotError: a run file is missing, corrupt or foreign.
-            TournamentError: ``base_agent_config`` is not the one the run was started with.
+            TournamentError: ``base_agent_config`` is not the one the run was started with, or the
+                folder is open in another tournament.
         """
         run_dir = Path(run_dir).resolve()
-        config_record = read_json_record(run_dir / CONFIG_NAME, CONFIG_FORMAT, RUN_FORMAT_VERSION)
-        state = read_json_record(run_dir / STATE_NAME, STATE_FORMAT, RUN_FORMAT_VERSION)
+        read_config(run_dir)  # a folder that holds no run is refused before a lock file is made in it
+        lock = RunLock(run_dir)
         try:
-            config = TournamentConfig(**config_record["tournament"])
-            check_agent_config(base_agent_config)
-            stored_base = config_record["base_agent_config"]
+            config, stored_base = read_config(run_dir)
+            state = read_state(run_dir)
+            check_agent_config(base_agent_config, config.perturb_bounds)
             if config_to_record(base_agent_config) != stored_base:
                 raise TournamentError(
                     f"base_agent_config differs from the one {run_dir / CONFIG_NAME} was started with "
@@ -373,32 +228,36 @@ class Tournament:
                 )
             self = cls.__new__(cls)
             self._setup(config, run_dir, agent_factory, base_agent_config, env_factory, evaluate, backend)
+            self._lock = lock
             self.leaderboard = Leaderboard.open(run_dir / LEADERBOARD_DIR)
             self._rng = np.random.default_rng()
-            self._rng.bit_generator.state = state["rng"]
-            self._progress = _Progress(
-                env_steps=int(state["env_steps"]),
-                seconds=float(state["seconds"]),
-                rounds=int(state["rounds"]),
-                crashes=int(state["crashes"]),
-                consecutive_crashes=int(state["consecutive_crashes"]),
-                next_pod_id=int(state["next_pod_id"]),
-                last_round_env_steps=int(state["last_round_env_steps"]),
-                history=[
-                    HistoryRecord(r["elapsed_s"], r["env_steps"], r["best_score"], tuple(r["scores"]))
-                    for r in state["history"]
-                ],
-            )
-            self._parked = [dict(record) for record in state["pool"]]
-            self._finished = bool(state["finished"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SnapshotError(
-                f"{run_dir / STATE_NAME} is malformed ({exc!r}): corrupt or foreign"
-            ) from None
-        self._seconds_before = self._progress.seconds
-        self.leaderboard.remove_unreferenced()
-        self._remove_stale_pod_files()
+            self._rng.bit_generator.state = state.rng
+            self._progress = state.progress
+            self._parked = state.pool
+            self._finished = state.finished
+            self._seconds_before = self._progress.seconds
+            self.leaderboard.remove_unreferenced()
+            self._remove_stale_pod_files()
+        except BaseException:
+            lock.release()
+            raise
         return self
+
+    def close(self) -> None:
+        """Release the run directory's lock (idempotent); the object cannot :meth:`run` after it."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self) -> Tournament:
+        """The tournament itself."""
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        """:meth:`close`."""
+        self.close()
 
     # ------------------------------------------------------------------ the loop
 
@@ -406,49 +265,56 @@ class Tournament:
         """Train until the budget is spent; returns the leaderboard and its history.
 
         It also returns, budget left, when the backend reports 0 slots and no round is in flight;
-        calling ``run`` again (or :meth:`resume`) continues.
+        calling ``run`` again (or :meth:`resume`) continues. When ``run`` raises (a crash limit, an
+        interrupt), the tournament is closed: continue with :meth:`resume`.
 
         Args:
             on_event: called in this thread with every :class:`TournamentEvent`.
+
+        Raises:
+            TournamentError: the tournament was closed, or too many rounds crashed in a row.
         """
+        if self._lock is None:
+            raise TournamentError(f"the tournament of {self.run_dir} is closed; use Tournament.resume")
         self._on_event = on_event
         if self._given_backend is None:
-            self.backend = LocalBackend(self.config.pool_size)
+            self.backend = self._own_backend()
         self._clock_start = time.perf_counter()
         self._seconds_before = self._progress.seconds
         in_flight: dict[Future[RoundResult], int] = {}
-        events_path = self.run_dir / EVENTS_NAME
-        with events_path.open("a", encoding="utf-8") as events:
-            if _ends_mid_line(events_path):
-                events.write("\n")
-            self._events = events
-            try:
-                if not self._finished:
-                    self._fill_pool(in_flight, ready=[])
-                while in_flight:
-                    done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-                    ready: list[Pod] = []
-                    for future in sorted(done, key=lambda f: in_flight[f]):
-                        pod_id = in_flight.pop(future)
-                        self._judge(self._pods[pod_id], future, ready, len(in_flight))
-                    self._fill_pool(in_flight, ready)
-                    self._save_state()
-                    self._remove_stale_pod_files()
-                self._finished = not self._budget_left(0)
+        self._events = EventLog(self.run_dir)
+        try:
+            if not self._finished:
+                self._fill_pool(in_flight, ready=[])
                 self._save_state()
-                self._emit(
-                    "tournament_finished",
-                    None,
-                    rounds=self._progress.rounds,
-                    best_score=self._best(),
-                    budget_spent=self._finished,
-                )
-            finally:
-                for future in in_flight:
-                    future.cancel()
-                if self._given_backend is None:
-                    self.backend.shutdown()
-                self._events = None
+            while in_flight:
+                ready: list[Pod] = []
+                for future in self._next_finished(in_flight):
+                    pod_id = in_flight.pop(future)
+                    self._judge(self._pods[pod_id], future, ready, in_flight)
+                self._fill_pool(in_flight, ready)
+                self._save_state()
+                self._remove_stale_pod_files()
+            self._finished = not self._budget_left(0)
+            self._save_state()
+            self._emit(
+                "tournament_finished",
+                None,
+                rounds=self._progress.rounds,
+                best_score=self._best(),
+                budget_spent=self._finished,
+            )
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            for future in in_flight:
+                future.cancel()
+            if self._given_backend is None:
+                self.backend.shutdown()
+            self._events.close()
+            self._events = None
+            self._on_event = None
         return TournamentResult(
             leaderboard=self.leaderboard,
             history=list(self._progress.history),
@@ -458,25 +324,34 @@ class Tournament:
             crashes=self._progress.crashes,
         )
 
-    def _judge(self, pod: Pod, future: Future[RoundResult], ready: list[Pod], rounds_in_flight: int) -> None:
-        """Account for a finished round of ``pod``; put it (or its replacement) in ``ready``.
+    def _next_finished(self, in_flight: Mapping[Future[RoundResult], int]) -> list[Future[RoundResult]]:
+        """The rounds to judge next, in submission order (``in_flight`` keeps that order)."""
+        if self.config.judge_order == "submission":
+            oldest = next(iter(in_flight))
+            wait([oldest])
+            return [oldest]
+        done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+        return [future for future in in_flight if future in done]
 
-        A lagging pod is replaced only while budget is left (else it is retired like the others).
-        """
+    def _judge(
+        self, pod: Pod, future: Future[RoundResult], ready: list[Pod], in_flight: Mapping[Future[Any], int]
+    ) -> None:
+        """Account for a finished round of ``pod``; put it (or its replacement) in ``ready``, or retire it."""
         error = future.exception()
         if error is not None:
             self._crashed(pod, error, ready)
             return
         result = future.result()
-        progress = self._progress
+        progress, config = self._progress, self.config
         progress.env_steps += result.env_steps
         progress.rounds += 1
         progress.consecutive_crashes = 0
         progress.last_round_env_steps = result.env_steps
-        pod.policy_version += self.config.eval_every_rounds
+        pod.policy_version += config.eval_every_rounds
         pod.env_steps += result.env_steps
         pod.rounds_since_start += 1
         pod.last_score = result.score
+        pod.smoothed_score = smooth(pod.smoothed_score, result.score, config.score_smoothing)
         pod.restored_after_crash = False
         state = pod.agent.state_dict()
         pod.snapshot_name = save_snapshot(
@@ -489,15 +364,18 @@ class Tournament:
             "round_finished",
             pod.pod_id,
             score=result.score,
+            smoothed_score=pod.smoothed_score,
             round_env_steps=result.env_steps,
             steps_per_s=steps_per_s,
             policy_version=pod.policy_version,
+            lineage_env_steps=pod.env_steps,
             metrics=dict(result.metrics),
         )
         entry = self.leaderboard.offer(
             Candidate(
                 pod_id=pod.pod_id,
                 parent_id=pod.parent_id,
+                lineage_id=pod.lineage_id,
                 generation=pod.generation,
                 policy_version=pod.policy_version,
                 score=result.score,
@@ -511,12 +389,17 @@ class Tournament:
             self._emit("entry_admitted", pod.pod_id, rank=self.leaderboard.rank_of(entry), score=entry.score)
         scores = tuple(self.leaderboard.scores())
         progress.history.append(HistoryRecord(self._elapsed(), progress.env_steps, self._best(), scores))
-        lagging = is_lagging(
-            result.score, pod.rounds_since_start, self.leaderboard, self.config.lagging_rounds
-        )
-        if lagging and self._budget_left(rounds_in_flight):
+        self._mark_retirees()
+        if pod.pod_id in self._retiring:
+            self._retire(pod, reason=self._shrink_reason())
+            return
+        others = [p for p in self._pods.values() if p is not pod and p.pod_id not in self._retiring]
+        if is_lagging(pod, others, config) and self._budget_left(len(in_flight)):
+            better = [
+                p for p in others if p.smoothed_score is not None and p.smoothed_score > pod.smoothed_score
+            ]
             del self._pods[pod.pod_id]
-            successor = self._new_pod()
+            successor = self._new_pod(self._donors(better, fallback=False))
             self._emit("pod_replaced", pod.pod_id, reason="lagging", by=successor.pod_id)
             ready.append(successor)
         else:
@@ -528,36 +411,63 @@ class Tournament:
         progress.consecutive_crashes += 1
         self._emit("pod_crashed", pod.pod_id, error=f"{type(error).__name__}: {error}")
         del self._pods[pod.pod_id]
+        self._retiring.discard(pod.pod_id)
         if progress.consecutive_crashes > self.config.max_consecutive_crashes:
             if pod.snapshot_name is not None:  # kept for the resume the error message asks for
-                self._parked.append(self._pod_record(pod))
+                self._parked.append(pod_record(pod))
             self._save_state()
             raise TournamentError(
                 f"{progress.consecutive_crashes} pod rounds crashed in a row (last: {type(error).__name__}: "
                 f"{error}); fix the agent, env or evaluate function, then resume"
             ) from error
         if pod.snapshot_name is not None and not pod.restored_after_crash:
-            successor = self._restore(self._pod_record(pod), reason="crash")
+            successor = self._restore(pod_record(pod), reason="crash")
         else:
-            successor = self._new_pod()
+            successor = self._new_pod(self._donors(list(self._pods.values()), fallback=True))
             self._emit("pod_replaced", pod.pod_id, reason="crash", by=successor.pod_id)
         successor.restored_after_crash = pod.snapshot_name is not None and successor.pod_id == pod.pod_id
         ready.append(successor)
 
+    # ------------------------------------------------------------------ the pool
+
+    def _target(self) -> int:
+        """Pods the pool should hold now: the smaller of the backend's slots and the schedule's size."""
+        target = pool_target(self.config, self._fraction(), self.backend.slots())
+        if target != self._last_target:
+            if self._last_target is not None:
+                self._emit("pool_resized", None, old=self._last_target, new=target)
+            self._last_target = target
+        return target
+
+    def _shrink_reason(self) -> str:
+        return "schedule" if schedule_phase(self.config, self._fraction()) > 0 else "pool shrank"
+
+    def _mark_retirees(self) -> None:
+        """Mark the worst live pods for retirement (at the end of their rounds) while the pool is too big."""
+        active = [p for p in self._pods.values() if p.pod_id not in self._retiring]
+        for pod in retirees(active, len(active) - self._target()):
+            self._retiring.add(pod.pod_id)
+
     def _fill_pool(self, in_flight: dict[Future[RoundResult], int], ready: list[Pod]) -> None:
         """Submit ready pods, retire the ones the pool has no room or budget for, start new ones."""
-        slots = self.backend.slots()
-        if slots != self._last_slots:
-            if self._last_slots is not None:
-                self._emit("pool_resized", None, old=self._last_slots, new=slots)
-            self._last_slots = slots
+        target = self._target()
+
+        def room() -> bool:
+            running = sum(1 for pod_id in in_flight.values() if pod_id not in self._retiring)
+            return running < target and self._budget_left(len(in_flight))
+
         for pod in ready:
-            if len(in_flight) < slots and self._budget_left(len(in_flight)):
+            if room():
                 self._submit(pod, in_flight)
             else:
-                self._retire(pod, reason="pool shrank" if len(in_flight) >= slots else "budget spent")
-        while len(in_flight) < slots and self._budget_left(len(in_flight)):
-            pod = self._restore(self._parked.pop(0), reason="pool grew") if self._parked else self._new_pod()
+                self._retire(
+                    pod, reason="pool shrank" if self._budget_left(len(in_flight)) else "budget spent"
+                )
+        while room():
+            if self._parked:
+                pod = self._restore(self._parked.pop(0), reason="pool grew")
+            else:
+                pod = self._new_pod(self._donors(list(self._pods.values()), fallback=True))
             self._submit(pod, in_flight)
 
     def _submit(self, pod: Pod, in_flight: dict[Future[RoundResult], int]) -> None:
@@ -565,6 +475,9 @@ class Tournament:
             pod, self.config.eval_every_rounds, self._evaluate, self._agent_factory, self._env_factory
         )
         in_flight[self.backend.submit(task)] = pod.pod_id
+
+    def _fraction(self) -> float:
+        return budget_fraction(self.config, self._progress.env_steps, self._elapsed())
 
     def _budget_left(self, rounds_in_flight: int) -> bool:
         config, progress = self.config, self._progress
@@ -576,20 +489,69 @@ class Tournament:
 
     # ------------------------------------------------------------------ pods
 
-    def _new_pod(self) -> Pod:
-        """A pod from the generator (from scratch or from a leader, hyper-parameters perturbed)."""
-        origin: Origin = self._generator.propose(self.leaderboard, self._rng)
+    def _donors(self, pods: list[Pod], fallback: bool) -> list[Donor]:
+        """Donors from ``pods``' latest snapshots, best smoothed score first.
+
+        With ``fallback``, when none of ``pods`` can donate, the leaderboard's entries instead (their
+        best-ever snapshots: e.g. every pod crashed).
+        """
+        live = [
+            p
+            for p in pods
+            if p.snapshot_name is not None and p.smoothed_score is not None and p.pod_id not in self._retiring
+        ]
+        live.sort(key=lambda p: (-(p.smoothed_score or 0.0), p.pod_id))
+        donors = [
+            Donor(
+                pod_id=p.pod_id,
+                lineage_id=p.lineage_id,
+                generation=p.generation,
+                score=p.smoothed_score or 0.0,
+                agent_config=p.agent_config,
+                policy_version=p.policy_version,
+                env_steps=p.env_steps,
+                snapshot=self.run_dir / PODS_DIR / str(p.snapshot_name),
+            )
+            for p in live
+        ]
+        if donors or not fallback:
+            return donors
+        return [
+            Donor(
+                pod_id=e.pod_id,
+                lineage_id=e.lineage_id,
+                generation=e.generation,
+                score=e.score,
+                agent_config=config_from_record(e.agent_config),
+                policy_version=e.policy_version,
+                env_steps=e.env_steps,
+                snapshot=e.snapshot,
+            )
+            for e in self.leaderboard.entries
+        ]
+
+    def _new_pod(self, donors: list[Donor]) -> Pod:
+        """A pod from the generator: from scratch, or a child of a donor's state (perturbed).
+
+        Its id is made durable (``state.json`` written) before the pod can write anything, so no
+        kill can hand the same id to two agents.
+        """
+        origin: Origin = self._generator.propose(
+            donors, fresh_probability(self.config, self._fraction()), self._rng
+        )
         pod_id = self._progress.next_pod_id
         self._progress.next_pod_id += 1
+        self._save_state()
         agent = self._agent_factory(origin.agent_config, origin.seed)
         parent = origin.parent
         if parent is not None:
-            agent.load_weights_from(
-                self.leaderboard.load_state(self.leaderboard.rank_of(parent)), keep_optimizer=True
-            )
+            payload = load_snapshot(parent.snapshot)
+            agent.load_weights_from(payload[AGENT_STATE_KEY], keep_optimizer=True)
+            agent.env_steps = parent.env_steps  # the learning-rate schedule continues along the lineage
         pod = Pod(
             pod_id=pod_id,
             parent_id=None if parent is None else parent.pod_id,
+            lineage_id=pod_id if parent is None else parent.lineage_id,
             generation=0 if parent is None else parent.generation + 1,
             seed=origin.seed,
             agent_config=origin.agent_config,
@@ -597,14 +559,19 @@ class Tournament:
             env=self._env_factory(origin.seed),
             policy_version=0 if parent is None else parent.policy_version,
             env_steps=0 if parent is None else parent.env_steps,
+            smoothed_score=None if parent is None else parent.score,
         )
         self._pods[pod_id] = pod
+        from_leaderboard = parent is not None and parent.snapshot.parent.name == LEADERBOARD_DIR
         self._emit(
             "pod_started",
             pod_id,
-            origin="scratch" if parent is None else "leaderboard",
+            origin="scratch" if parent is None else ("leaderboard" if from_leaderboard else "pod"),
             parent_id=pod.parent_id,
+            lineage_id=pod.lineage_id,
             generation=pod.generation,
+            env_steps=pod.env_steps,
+            seed=pod.seed,
             agent_config=config_to_record(origin.agent_config)["fields"],
         )
         return pod
@@ -619,6 +586,7 @@ class Tournament:
         pod = Pod(
             pod_id=int(record["pod_id"]),
             parent_id=record["parent_id"],
+            lineage_id=int(record["lineage_id"]),
             generation=int(record["generation"]),
             seed=seed,
             agent_config=config,
@@ -628,6 +596,7 @@ class Tournament:
             env_steps=int(record["env_steps"]),
             rounds_since_start=0,
             last_score=record["last_score"],
+            smoothed_score=record["smoothed_score"],
             snapshot_name=str(record["snapshot_name"]),
         )
         self._pods[pod.pod_id] = pod
@@ -637,60 +606,33 @@ class Tournament:
             origin="snapshot",
             reason=reason,
             parent_id=pod.parent_id,
+            lineage_id=pod.lineage_id,
             generation=pod.generation,
+            env_steps=pod.env_steps,
+            seed=pod.seed,
             agent_config=record["agent_config"]["fields"],
         )
         return pod
 
     def _retire(self, pod: Pod, reason: str) -> None:
         del self._pods[pod.pod_id]
+        self._retiring.discard(pod.pod_id)
         if pod.snapshot_name is not None:
-            self._parked.append(self._pod_record(pod))
+            self._parked.append(pod_record(pod))
         self._emit("pod_retired", pod.pod_id, reason=reason)
-
-    @staticmethod
-    def _pod_record(pod: Pod) -> dict[str, Any]:
-        return {
-            "pod_id": pod.pod_id,
-            "parent_id": pod.parent_id,
-            "generation": pod.generation,
-            "seed": pod.seed,
-            "agent_config": config_to_record(pod.agent_config),
-            "policy_version": pod.policy_version,
-            "env_steps": pod.env_steps,
-            "last_score": pod.last_score,
-            "snapshot_name": pod.snapshot_name,
-        }
 
     # ------------------------------------------------------------------ files and events
 
     def _pool_records(self) -> list[dict[str, Any]]:
         """Pods to restart on resume: the live pool (with a snapshot) then the retired, by order."""
-        live = [
-            self._pod_record(pod) for _, pod in sorted(self._pods.items()) if pod.snapshot_name is not None
-        ]
+        live = [pod_record(pod) for _, pod in sorted(self._pods.items()) if pod.snapshot_name is not None]
         return live + self._parked
 
     def _save_state(self) -> None:
         self._progress.seconds = self._elapsed()
-        progress = self._progress
-        atomic_write_json(
-            self.run_dir / STATE_NAME,
-            {
-                "format": STATE_FORMAT,
-                "version": RUN_FORMAT_VERSION,
-                "finished": self._finished,
-                "env_steps": progress.env_steps,
-                "seconds": progress.seconds,
-                "rounds": progress.rounds,
-                "crashes": progress.crashes,
-                "consecutive_crashes": progress.consecutive_crashes,
-                "next_pod_id": progress.next_pod_id,
-                "last_round_env_steps": progress.last_round_env_steps,
-                "rng": self._rng.bit_generator.state,
-                "pool": self._pool_records(),
-                "history": [dataclasses.asdict(record) for record in progress.history],
-            },
+        write_state(
+            self.run_dir,
+            RunState(self._progress, self._finished, self._rng.bit_generator.state, self._pool_records()),
         )
 
     def _remove_stale_pod_files(self) -> None:
@@ -715,30 +657,6 @@ class Tournament:
     def _emit(self, kind: str, pod_id: int | None, **data: Any) -> None:
         event = TournamentEvent(kind, self._elapsed(), self._progress.env_steps, pod_id, data)
         if self._events is not None:
-            self._events.write(json.dumps(dataclasses.asdict(event), sort_keys=True) + "\n")
-            self._events.flush()
+            self._events.write(event)
         if self._on_event is not None:
             self._on_event(event)
-
-
-def _ends_mid_line(path: Path) -> bool:
-    """Whether a non-empty text file's last line lacks its newline (a write cut by a kill)."""
-    with path.open("rb") as handle:
-        if handle.seek(0, os.SEEK_END) == 0:
-            return False
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) != b"\n"
-
-
-def read_events(run_dir: Path) -> list[dict[str, Any]]:
-    """The events of a run directory's ``events.jsonl``; a line cut by a kill is skipped."""
-    path = Path(run_dir) / EVENTS_NAME
-    if not path.exists():
-        return []
-    events = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return events

@@ -5,7 +5,10 @@ A round is the unit of work the orchestrator hands to a backend: ``train_rounds_
 runs on a worker; everything else (judging, snapshots, replacing) happens in the orchestrator.
 
 Agent configs are frozen dataclasses whose class attribute ``PERTURBABLE`` maps float field names to
-their ``(min, max)`` bounds. They are stored as JSON records ``{"type": "module:QualName", "fields":
+their ``(min, max)`` bounds, and whose optional ``PERTURB_SPACES`` names the space each field is
+perturbed in (``"log"``, the default: multiplicative, e.g. a learning rate; ``"log1m"``: ``log(1 - x)``,
+e.g. a discount factor; ``"linear"``: additive, e.g. an entropy weight that may be 0). They are
+stored as JSON records ``{"type": "module:QualName", "fields":
 {...}}`` and rebuilt only from classes whose module is already imported (nothing is imported on a
 file's say-so).
 """
@@ -20,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import torch
 
@@ -57,12 +60,40 @@ def config_type_name(config: Any) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def check_agent_config(config: Any) -> dict[str, tuple[float, float]]:
+PerturbSpace = Literal["log", "log1m", "linear"]
+"""How a hyper-parameter is perturbed: ``log`` (multiplicative), ``log1m`` (``log(1 - x)``), ``linear``."""
+PERTURB_SPACES: tuple[str, ...] = get_args(PerturbSpace)
+
+
+@dataclass(frozen=True)
+class PerturbRange:
+    """Where one hyper-parameter may go when a tournament perturbs it.
+
+    Attributes:
+        low: smallest allowed value.
+        high: largest allowed value.
+        space: the space a perturbation step is taken in (see :data:`PerturbSpace`).
+    """
+
+    low: float
+    high: float
+    space: PerturbSpace
+
+
+def check_agent_config(
+    config: Any, bounds: Mapping[str, tuple[float, float]] | None = None
+) -> dict[str, PerturbRange]:
     """Check that ``config`` is a dataclass instance with a valid ``PERTURBABLE`` table; return it.
 
+    Args:
+        config: the agent config.
+        bounds: the user's ``(min, max)`` for some ``PERTURBABLE`` fields, replacing the class's.
+
     Raises:
-        TournamentError: not a dataclass, no ``PERTURBABLE`` mapping, or an entry that names no
-            field or has bounds that are not ``0 <= min <= max``.
+        TournamentError: not a dataclass, no ``PERTURBABLE`` mapping, an entry that names no
+            field or has bounds that are not ``0 <= min <= max`` (``0 < min`` in the ``log`` space,
+            ``max <= 1`` in the ``log1m`` space), an unknown space, or ``bounds`` naming a field that
+            is not perturbable.
     """
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise TournamentError(
@@ -73,19 +104,43 @@ def check_agent_config(config: Any) -> dict[str, tuple[float, float]]:
         raise TournamentError(
             f"{config_type_name(config)} has no PERTURBABLE class attribute (name -> (min, max)); add one"
         )
+    spaces = getattr(type(config), "PERTURB_SPACES", {})
     names = {f.name for f in dataclasses.fields(config)}
-    checked: dict[str, tuple[float, float]] = {}
-    for name, bounds in table.items():
-        low, high = bounds
+    overrides = dict(bounds or {})
+    unknown = sorted(set(overrides) - set(table))
+    if unknown:
+        raise TournamentError(
+            f"perturb_bounds names {unknown}, which {config_type_name(config)}.PERTURBABLE does not "
+            f"list; use some of {sorted(table)}"
+        )
+    checked: dict[str, PerturbRange] = {}
+    for name, default_bounds in table.items():
         if name not in names or not isinstance(getattr(config, name), float):
             raise TournamentError(
                 f"PERTURBABLE names {name!r}, which is not a float field of {config_type_name(config)}"
             )
-        if not 0.0 <= low <= high:
+        space = spaces.get(name, "log")
+        if space not in PERTURB_SPACES:
             raise TournamentError(
-                f"PERTURBABLE bounds of {name!r} are {bounds!r}; they must satisfy 0 <= min <= max"
+                f"PERTURB_SPACES gives {name!r} the space {space!r}; use one of {list(PERTURB_SPACES)}"
             )
-        checked[name] = (float(low), float(high))
+        given = tuple(overrides.get(name) or default_bounds)
+        low, high = float(given[0]), float(given[1])
+        where = (
+            f"perturb_bounds of {name!r} are" if name in overrides else f"PERTURBABLE bounds of {name!r} are"
+        )
+        problem = (
+            "they must satisfy 0 <= min <= max"
+            if not 0.0 <= low <= high
+            else "a log-space field needs min > 0"
+            if space == "log" and low <= 0.0
+            else "a log(1 - x) field needs max <= 1"
+            if space == "log1m" and high > 1.0
+            else None
+        )
+        if problem is not None:
+            raise TournamentError(f"{where} {tuple(given)!r}; {problem}")
+        checked[name] = PerturbRange(low, high, space)
     return checked
 
 
@@ -136,7 +191,8 @@ class Pod:
 
     Attributes:
         pod_id: unique id within the tournament (0, 1, 2, ... in creation order).
-        parent_id: id of the leaderboard entry it was started from, or ``None`` when from scratch.
+        parent_id: id of the pod whose weights it started from, or ``None`` when from scratch.
+        lineage_id: id of the pod from scratch its line of descent starts with (its own id if none).
         generation: 0 from scratch, parent's generation + 1 otherwise.
         seed: the seed its agent and env were built with.
         agent_config: its hyper-parameters (a dataclass with ``PERTURBABLE``).
@@ -146,6 +202,8 @@ class Pod:
         env_steps: env transitions behind its current weights, lineage included.
         rounds_since_start: rounds it has finished since it was (re)started.
         last_score: score of its latest evaluation, ``None`` before the first.
+        smoothed_score: exponential moving average of its scores (a child starts from its parent's),
+            ``None`` before it has one; what the lagging check and the pool schedule rank by.
         snapshot_name: file name of its latest snapshot under the run's ``pods/`` folder, if any.
         restored_after_crash: it was restored from its snapshot after a crash and has not finished
             a round since (a second crash then replaces it with a new pod).
@@ -153,6 +211,7 @@ class Pod:
 
     pod_id: int
     parent_id: int | None
+    lineage_id: int
     generation: int
     seed: int
     agent_config: Any
@@ -162,6 +221,7 @@ class Pod:
     env_steps: int
     rounds_since_start: int = 0
     last_score: float | None = None
+    smoothed_score: float | None = None
     snapshot_name: str | None = None
     restored_after_crash: bool = False
 

@@ -129,6 +129,13 @@ class PPOConfig:
         "value_coef": (0.1, 1.0),
     }
     """Float fields a tournament may perturb, with their allowed ``(min, max)``."""
+    PERTURB_SPACES: ClassVar[dict[str, str]] = {
+        "gamma": "log1m",
+        "gae_lambda": "log1m",
+        "entropy_coef": "linear",
+    }
+    """Spaces of the perturbation steps (others: ``log``): the horizon ``1 / (1 - gamma)`` moves by a
+    factor, and an entropy weight of 0 can move (see :mod:`podracer.generator`)."""
 
     def __post_init__(self) -> None:
         """Reject values PPO cannot run with; each message names the field and the allowed range."""

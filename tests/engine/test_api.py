@@ -27,8 +27,8 @@ cfg = TournamentConfig(pool_size=2, leaderboard_size=4, budget_env_steps=50_000,
                        eval_every_rounds=1, seed=0)
 base = PPOConfig(hidden_sizes=(64, 64))
 result = Tournament(cfg, Path("runs/toy"), make_agent, base, make_env, score).run()
-k = min(3, len(result.leaderboard.entries))  # two slots race: how many pods enter is not fixed
-ensemble = EnsemblePolicy.from_leaderboard(result.leaderboard, k=k, agent_factory=make_agent)
+# the ensemble: the best agent of each of (up to) 3 distinct lineages
+ensemble = EnsemblePolicy.from_leaderboard(result.leaderboard, k=3, agent_factory=make_agent)
 print(f"best {result.leaderboard.entries[0].score:.3f}  ensemble {score(ensemble):.3f}")
 """
 UNIFORM_POLICY_SCORE = -0.35

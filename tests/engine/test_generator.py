@@ -1,4 +1,4 @@
-"""The generator: rank-softmax parent choice, bounded multiplicative perturbation, fresh pods at rate."""
+"""The generator: rank-softmax donor choice, fresh pods at rate, small bounded steps in the right spaces."""
 
 from __future__ import annotations
 
@@ -10,30 +10,34 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
-import torch
 
 from engine._tournament_kit import TINY_PPO
-from podracer import Leaderboard, TournamentError
-from podracer.generator import Generator, perturb_config, rank_softmax_probabilities
-from podracer.leaderboard import Candidate
-from podracer.pod import check_agent_config, config_to_record
+from podracer import TournamentError
+from podracer.generator import Donor, Generator, perturb_config, rank_softmax_probabilities
+from podracer.pod import check_agent_config
+from podracer.ppo import PPOConfig
 
 DRAWS = 4000
 CHI2_CRITICAL_DF3_P001 = 16.27
 """Chi-square critical value, 3 degrees of freedom, p = 0.001."""
 BINOMIAL_SIGMAS = 4.0
+UNIFORM_MEAN_SIGMAS = 4.0
+"""A mean of ``n`` U(-1, 1) draws has standard deviation ``1 / sqrt(3 n)``; tests allow this many."""
+EPS = 1e-12
 
 
-def _board(tmp_path: Path, scores: list[float]) -> Leaderboard:
-    board = Leaderboard.create(tmp_path, capacity=len(scores))
-    for pod_id, score in enumerate(scores):
-        candidate = Candidate(pod_id, None, 0, 1, score, 10, pod_id, config_to_record(TINY_PPO))
-        board.offer(candidate, {"w": torch.zeros(1)})
-    return board
+def _donors(scores: list[float]) -> list[Donor]:
+    ranked = sorted(range(len(scores)), key=lambda i: -scores[i])
+    return [Donor(i, i, 0, scores[i], TINY_PPO, 1, 10, Path(f"pod-{i}.pt")) for i in ranked]
 
 
-def _generator(fresh_pod_prob: float, perturb_scale: float = 0.25, temperature: float = 1.0) -> Generator:
-    return Generator(TINY_PPO, fresh_pod_prob, perturb_scale, temperature)
+def _generator(perturb_scale: float = 0.25, temperature: float = 1.0) -> Generator:
+    return Generator(TINY_PPO, perturb_scale, temperature)
+
+
+def _children(config: PPOConfig, scale: float, count: int = DRAWS, seed: int = 0) -> list[PPOConfig]:
+    rng = np.random.default_rng(seed)
+    return [perturb_config(config, scale, rng) for _ in range(count)]
 
 
 def test_rank_softmax_probabilities() -> None:
@@ -46,11 +50,11 @@ def test_rank_softmax_probabilities() -> None:
     assert np.ptp(flatter) < 0.01
 
 
-def test_parent_choice_follows_rank_softmax(tmp_path: Path) -> None:
-    board = _board(tmp_path, [0.4, -3.0, 9.0, 0.1])
-    rank_of_pod = {entry.pod_id: rank for rank, entry in enumerate(board.entries)}
-    generator, rng = _generator(fresh_pod_prob=0.0), np.random.default_rng(0)
-    parents = [generator.propose(board, rng).parent for _ in range(DRAWS)]
+def test_donor_choice_follows_rank_softmax() -> None:
+    donors = _donors([0.4, -3.0, 9.0, 0.1])
+    rank_of_pod = {donor.pod_id: rank for rank, donor in enumerate(donors)}
+    generator, rng = _generator(), np.random.default_rng(0)
+    parents = [generator.propose(donors, 0.0, rng).parent for _ in range(DRAWS)]
     counts = Counter(rank_of_pod[parent.pod_id] for parent in parents if parent is not None)
     assert sum(counts.values()) == DRAWS
     expected = rank_softmax_probabilities(4, 1.0) * DRAWS
@@ -59,10 +63,9 @@ def test_parent_choice_follows_rank_softmax(tmp_path: Path) -> None:
     assert chi2 < CHI2_CRITICAL_DF3_P001, (observed, expected)
 
 
-def test_fresh_pods_come_at_the_stated_rate(tmp_path: Path) -> None:
-    board = _board(tmp_path, [1.0, 0.5])
-    generator, rng = _generator(fresh_pod_prob=0.3), np.random.default_rng(1)
-    origins = [generator.propose(board, rng) for _ in range(DRAWS)]
+def test_fresh_pods_come_at_the_stated_rate() -> None:
+    generator, rng = _generator(), np.random.default_rng(1)
+    origins = [generator.propose(_donors([1.0, 0.5]), 0.3, rng) for _ in range(DRAWS)]
     fresh = [o for o in origins if o.parent is None]
     sigma = math.sqrt(DRAWS * 0.3 * 0.7)
     assert abs(len(fresh) - 0.3 * DRAWS) < BINOMIAL_SIGMAS * sigma
@@ -70,34 +73,72 @@ def test_fresh_pods_come_at_the_stated_rate(tmp_path: Path) -> None:
     assert all(o.agent_config != TINY_PPO for o in origins if o.parent is not None)
 
 
-def test_an_empty_board_gives_fresh_pods_only(tmp_path: Path) -> None:
-    board = Leaderboard.create(tmp_path, capacity=2)
-    generator, rng = _generator(fresh_pod_prob=0.0), np.random.default_rng(2)
-    assert all(generator.propose(board, rng).parent is None for _ in range(50))
+def test_no_donor_gives_fresh_pods_only() -> None:
+    generator, rng = _generator(), np.random.default_rng(2)
+    assert all(generator.propose([], 0.0, rng).parent is None for _ in range(50))
 
 
-def test_perturbation_is_multiplicative_and_within_bounds() -> None:
-    rng = np.random.default_rng(3)
-    bounds = check_agent_config(TINY_PPO)
-    scale = 0.25
-    for _ in range(500):
-        child = perturb_config(TINY_PPO, scale, rng)
-        for name, (low, high) in bounds.items():
-            value, parent_value = getattr(child, name), getattr(TINY_PPO, name)
-            assert low <= value <= high
-            if parent_value > 0 and low < value < high:
-                assert 1 / (1 + scale) - 1e-12 <= value / parent_value <= 1 + scale + 1e-12
-        unperturbed = {f.name for f in dataclasses.fields(TINY_PPO)} - set(bounds)
+def test_a_child_of_gamma_0_99_stays_within_the_step_of_its_horizon() -> None:
+    scale = 0.2
+    children = _children(dataclasses.replace(TINY_PPO, gamma=0.99, gae_lambda=0.95), scale)
+    gammas = np.array([c.gamma for c in children])
+    assert gammas.min() >= 1 - 0.01 * (1 + scale) - EPS  # 0.988: the horizon 100 steps shrinks to >= 83
+    assert gammas.max() <= 1 - 0.01 / (1 + scale) + EPS  # 0.99167: grows to <= 120
+    u = np.log((1 - gammas) / 0.01) / math.log1p(scale)  # the draw, uniform on [-1, 1] in log(1 - gamma)
+    assert abs(u.mean()) < UNIFORM_MEAN_SIGMAS / math.sqrt(3 * DRAWS)
+    assert np.histogram(u, bins=4, range=(-1, 1))[0].min() > DRAWS / 4 * 0.85
+    lambdas = np.array([c.gae_lambda for c in children])
+    assert lambdas.max() < 1.0  # was: 35 % of children at lambda = 1.0
+    assert 1 - 0.05 * (1 + scale) - EPS <= lambdas.min()
+
+
+def test_the_learning_rate_moves_by_a_log_uniform_factor() -> None:
+    scale, parent = 0.25, dataclasses.replace(TINY_PPO, learning_rate=3e-4)  # far from its bounds
+    children = _children(parent, scale)
+    log_ratio = np.log(np.array([c.learning_rate for c in children]) / parent.learning_rate)
+    assert np.abs(log_ratio).max() <= math.log1p(scale) + EPS
+    u = log_ratio / math.log1p(scale)
+    assert abs(u.mean()) < UNIFORM_MEAN_SIGMAS / math.sqrt(3 * DRAWS)
+
+
+def test_entropy_moves_additively_so_a_zero_weight_is_searched() -> None:
+    scale = 0.2
+    low, high = PPOConfig.PERTURBABLE["entropy_coef"]
+    step = scale * (high - low)
+    from_zero = np.array(
+        [c.entropy_coef for c in _children(dataclasses.replace(TINY_PPO, entropy_coef=0.0), scale)]
+    )
+    assert from_zero.min() == 0.0
+    assert from_zero.max() <= step + EPS
+    positive = (from_zero > 0).mean()
+    assert abs(positive - 0.5) < BINOMIAL_SIGMAS * math.sqrt(
+        0.25 / DRAWS
+    )  # was: 0 times a factor, never moved
+    middle = dataclasses.replace(TINY_PPO, entropy_coef=0.02)
+    moved = np.array([c.entropy_coef for c in _children(middle, scale)]) - 0.02
+    assert np.abs(moved).max() <= step + EPS
+    assert abs(moved.mean() / step) < UNIFORM_MEAN_SIGMAS / math.sqrt(3 * DRAWS)
+
+
+def test_every_value_stays_within_its_bounds_and_other_fields_are_kept() -> None:
+    ranges = check_agent_config(TINY_PPO)
+    for child in _children(TINY_PPO, 1.0, count=500, seed=3):
+        for name, bounds in ranges.items():
+            assert bounds.low <= getattr(child, name) <= bounds.high
+        unperturbed = {f.name for f in dataclasses.fields(TINY_PPO)} - set(ranges)
         assert all(getattr(child, name) == getattr(TINY_PPO, name) for name in unperturbed)
 
 
-def test_perturbation_clamps_to_the_bounds() -> None:
-    at_top = dataclasses.replace(TINY_PPO, gamma=0.9999, clip_coef=0.05)
+def test_the_user_sets_the_bounds() -> None:
+    bounds = {"gamma": (0.985, 0.99), "learning_rate": (1e-3, 3e-3)}
     rng = np.random.default_rng(4)
-    children = [perturb_config(at_top, 1.0, rng) for _ in range(200)]
-    assert max(c.gamma for c in children) == 0.9999
-    assert min(c.clip_coef for c in children) == 0.05
-    assert any(c.gamma < 0.9999 for c in children)
+    children = [perturb_config(TINY_PPO, 1.0, rng, bounds) for _ in range(500)]
+    assert min(c.gamma for c in children) == 0.985
+    assert max(c.gamma for c in children) == 0.99
+    assert all(1e-3 <= c.learning_rate <= 3e-3 for c in children)
+    generator = Generator(TINY_PPO, 1.0, 1.0, perturb_bounds=bounds)
+    origin = generator.propose(_donors([1.0]), 0.0, np.random.default_rng(5))
+    assert 0.985 <= origin.agent_config.gamma <= 0.99
 
 
 def test_a_value_set_outside_the_bounds_is_not_pulled_in_to_them() -> None:
@@ -132,6 +173,26 @@ class _BadBounds:
     PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {"rate": (0.5, 0.1)}
 
 
+@dataclasses.dataclass(frozen=True)
+class _LogFromZero:
+    rate: float = 0.1
+    PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {"rate": (0.0, 0.5)}
+
+
+@dataclasses.dataclass(frozen=True)
+class _BadSpace:
+    rate: float = 0.1
+    PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {"rate": (0.0, 0.5)}
+    PERTURB_SPACES: ClassVar[dict[str, str]] = {"rate": "sqrt"}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Log1mAboveOne:
+    rate: float = 0.1
+    PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {"rate": (0.0, 2.0)}
+    PERTURB_SPACES: ClassVar[dict[str, str]] = {"rate": "log1m"}
+
+
 @pytest.mark.parametrize(
     ("config", "message"),
     [
@@ -139,8 +200,24 @@ class _BadBounds:
         (_NoTable(), "has no PERTURBABLE"),
         (_BadField(), "not a float field"),
         (_BadBounds(), "0 <= min <= max"),
+        (_LogFromZero(), "log-space field needs min > 0"),
+        (_BadSpace(), "the space 'sqrt'"),
+        (_Log1mAboveOne(), r"log\(1 - x\) field needs max <= 1"),
     ],
 )
 def test_configs_the_generator_cannot_perturb_are_refused(config: object, message: str) -> None:
     with pytest.raises(TournamentError, match=message):
         check_agent_config(config)
+
+
+@pytest.mark.parametrize(
+    ("bounds", "message"),
+    [
+        ({"hidden_sizes": (1.0, 2.0)}, r"perturb_bounds names \['hidden_sizes'\]"),
+        ({"gamma": (0.99, 0.9)}, "perturb_bounds of 'gamma' are"),
+        ({"learning_rate": (0.0, 1e-3)}, "log-space field needs min > 0"),
+    ],
+)
+def test_bad_user_bounds_are_refused(bounds: dict[str, tuple[float, float]], message: str) -> None:
+    with pytest.raises(TournamentError, match=message):
+        check_agent_config(TINY_PPO, bounds)

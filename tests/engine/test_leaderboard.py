@@ -18,6 +18,7 @@ def _candidate(pod_id: int, score: float) -> Candidate:
     return Candidate(
         pod_id=pod_id,
         parent_id=None,
+        lineage_id=pod_id,
         generation=0,
         policy_version=pod_id,
         score=score,
@@ -134,9 +135,13 @@ def test_leftovers_of_an_interrupted_admission_are_removed(tmp_path: Path) -> No
         ('{"format": "podracer.leaderboard", "version": 1, "capa', "not valid JSON"),
         ('{"some": "other tool"}', "foreign file"),
         (
-            '{"format": "podracer.leaderboard", "version": 1, "capacity": 2, "admissions": 1, '
+            '{"format": "podracer.leaderboard", "version": 2, "capacity": 2, "admissions": 1, '
             '"entries": [{"pod_id": 1}]}',
             "malformed entry",
+        ),
+        (
+            '{"format": "podracer.leaderboard", "version": 1, "capacity": 2, "admissions": 0, "entries": []}',
+            "version 1, this podracer reads version 2",
         ),
     ],
 )

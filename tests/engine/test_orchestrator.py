@@ -92,7 +92,7 @@ def test_one_slot_is_deterministic(tmp_path: Path) -> None:
         assert entry_a.snapshot.read_bytes() == entry_b.snapshot.read_bytes()
 
 
-def test_lagging_pods_are_replaced_from_the_leaderboard(tmp_path: Path) -> None:
+def test_lagging_pods_are_replaced_by_children_of_live_pods(tmp_path: Path) -> None:
     config = tournament_config(pool_size=2, lagging_rounds=1, fresh_pod_prob=0.0)
     new_tournament(tmp_path, config).run()
     events = read_events(tmp_path)
@@ -101,7 +101,7 @@ def test_lagging_pods_are_replaced_from_the_leaderboard(tmp_path: Path) -> None:
     assert all(e["data"]["reason"] == "lagging" for e in replaced)
     started = {e["pod_id"]: e["data"] for e in events if e["kind"] == "pod_started"}
     successors = [started[e["data"]["by"]] for e in replaced]
-    assert all(s["origin"] == "leaderboard" and s["generation"] >= 1 for s in successors)
+    assert all(s["origin"] == "pod" and s["generation"] >= 1 for s in successors)
     assert any(s["agent_config"] != started[0]["agent_config"] for s in successors)
 
 
@@ -203,7 +203,7 @@ class _BlockingEnvFactory:
         return env
 
 
-def test_pods_never_wait_for_each_other(tmp_path: Path) -> None:
+def test_pods_never_wait_for_each_other_when_judged_in_completion_order(tmp_path: Path) -> None:
     envs = _BlockingEnvFactory()
     finished_by_other_pod: list[int] = []
 
@@ -213,7 +213,9 @@ def test_pods_never_wait_for_each_other(tmp_path: Path) -> None:
             if len(finished_by_other_pod) == 5:
                 envs.release.set()
 
-    config = tournament_config(pool_size=2, budget_env_steps=12 * ROUND_ENV_STEPS, lagging_rounds=100)
+    config = tournament_config(
+        pool_size=2, budget_env_steps=12 * ROUND_ENV_STEPS, lagging_rounds=100, judge_order="completion"
+    )
     Tournament(config, tmp_path, make_agent, TINY_PPO, envs, Validation()).run(on_event)
     assert not envs.timed_out
     events = read_events(tmp_path)
@@ -245,9 +247,9 @@ def test_resume_continues_an_interrupted_run_to_the_same_budget(tmp_path: Path) 
     before = json.loads((tmp_path / "state.json").read_text())
     assert not before["finished"]
     assert before["pool"]
-    resumed = resume_tournament(tmp_path)
     events: list[TournamentEvent] = []
-    result = resumed.run(on_event=events.append)
+    with resume_tournament(tmp_path) as resumed:
+        result = resumed.run(on_event=events.append)
     restarted = [e for e in events if e.kind == "pod_started" and e.data["origin"] == "snapshot"]
     assert {e.pod_id for e in restarted} >= {p["pod_id"] for p in before["pool"][:2]}
     assert config.budget_env_steps is not None

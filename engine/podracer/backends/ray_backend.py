@@ -199,6 +199,7 @@ class PodWorker:
             self._pod = Pod(
                 pod_id=pod_id,
                 parent_id=None,
+                lineage_id=pod_id,
                 generation=0,
                 seed=seed,
                 agent_config=agent_config,

@@ -1,0 +1,64 @@
+"""The pool schedule: how many pods train as the budget is spent, and how often one starts fresh.
+
+``budget_fraction`` is the larger of the env-step and the wall-time budget's spent share, in ``[0, 1]``.
+
+The pool is counted in the backend's slots (``pool_size`` for the default local backend):
+
+* ``fixed``: as many pods as slots throughout.
+* ``halving`` (successive halving): with ``R = floor(log2(pool_size))`` halvings, the budget is cut
+  into ``R + 1`` equal phases and phase ``i`` trains ``max(1, slots // 2**i)`` pods. A pool of 4
+  trains 4, then 2, then 1 pod, so the surviving lineage trains on 1/12 + 1/6 + 1/3 = 7/12 of the
+  budget instead of the 1/4 a fixed pool of 4 caps it at. When the pool must shrink, the pods with
+  the worst smoothed scores are retired (:func:`retirees`), never simply the first to finish.
+
+A new pod starts from scratch with probability ``fresh_pod_prob * (1 - budget_fraction)``: fresh pods
+become rarer as the budget runs out, when there is no time left for one to catch up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from podracer.config import TournamentConfig
+from podracer.pod import Pod
+
+
+def budget_fraction(config: TournamentConfig, env_steps: int, seconds: float) -> float:
+    """Spent share of the budget, in ``[0, 1]`` (the larger of the steps' and the wall time's)."""
+    shares = [0.0]
+    if config.budget_env_steps is not None:
+        shares.append(env_steps / config.budget_env_steps)
+    if config.budget_seconds is not None:
+        shares.append(seconds / config.budget_seconds)
+    return min(1.0, max(shares))
+
+
+def schedule_phase(config: TournamentConfig, fraction: float) -> int:
+    """How many times the schedule has halved the pool at this spent ``fraction`` of the budget."""
+    if config.pool_schedule == "fixed":
+        return 0
+    halvings = int(math.log2(config.pool_size))
+    return min(halvings, int(fraction * (halvings + 1)))
+
+
+def pool_target(config: TournamentConfig, fraction: float, slots: int) -> int:
+    """Pods to train at this spent ``fraction`` of the budget with ``slots`` slots (0 when slots is 0)."""
+    if slots <= 0:
+        return 0
+    return max(1, slots >> schedule_phase(config, fraction))
+
+
+def fresh_probability(config: TournamentConfig, fraction: float) -> float:
+    """Probability that a new pod starts from scratch at this spent ``fraction`` of the budget."""
+    return config.fresh_pod_prob * max(0.0, 1.0 - fraction)
+
+
+def retirees(pods: Iterable[Pod], count: int) -> list[Pod]:
+    """The ``count`` pods to retire: the worst smoothed scores (a pod without one first; ties: youngest)."""
+
+    def badness(pod: Pod) -> tuple[bool, float, int]:
+        score = pod.smoothed_score
+        return (score is not None, -math.inf if score is None else score, -pod.pod_id)
+
+    return sorted(pods, key=badness)[: max(0, count)]

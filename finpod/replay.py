@@ -118,7 +118,7 @@ def backtest(
         feature_stats=stats.to(where),
     )
     traders = [load_policy(folder.root, "best", **_policy_options(spec), device=str(where))]
-    if len(_board_scores(folder)) >= 2 and spec.tournament.ensemble_k >= 2:
+    if len(_board_lineages(folder, spec.tournament.ensemble_k)) >= 2:
         traders.append(load_policy(folder.root, "ensemble", **_policy_options(spec), device=str(where)))
     policies = {trader.name: trader.act for trader in traders}
     return run_backtest(panel, REPLAY_SEGMENT, env_config(spec, random_start=False), policies, where)
@@ -160,5 +160,6 @@ def _policy_options(spec: Spec) -> dict[str, Any]:
     return {"ensemble_k": spec.tournament.ensemble_k, "action_mode": spec.env.action_mode}
 
 
-def _board_scores(run: RunDir) -> list[float]:
-    return Leaderboard.open(run.tournament / LEADERBOARD_DIR).scores()
+def _board_lineages(run: RunDir, k: int) -> list[int]:
+    """Ranks of the run's ensemble members: the best entries of its (up to) ``k`` best lineages."""
+    return Leaderboard.open(run.tournament / LEADERBOARD_DIR).top_lineage_ranks(k)

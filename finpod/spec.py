@@ -237,10 +237,23 @@ class TournamentSpec(_Model):
         3600.0, gt=0, description="wall-time budget of the tournament in seconds", examples=[600]
     )
     fresh_pod_prob: float = Field(
-        0.2, ge=0, le=1, description="chance a new pod starts from scratch", examples=[0.2]
+        0.2,
+        ge=0,
+        le=1,
+        description="chance a new pod starts from scratch at the start; falls to 0 as the budget is spent",
+        examples=[0.2],
     )
     perturb_scale: float = Field(
-        0.2, ge=0, description="relative perturbation of a new pod's hyper-parameters", examples=[0.2]
+        0.2,
+        ge=0,
+        description="hyper-parameter step of a child: learning rate x (1+s)^u, 1-gamma and 1-lambda x "
+        "(1+s)^u, entropy_coef + s*(max-min)*u, u ~ U(-1, 1)",
+        examples=[0.2],
+    )
+    perturb_bounds: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="[min, max] of perturbed agent fields, replacing podracer's PPOConfig.PERTURBABLE bounds",
+        examples=[{"gamma": [0.95, 0.999], "learning_rate": [1e-4, 1e-3]}],
     )
     softmax_temperature: float = Field(
         1.0, gt=0, description="temperature of the rank-softmax that picks a parent", examples=[1.0]
@@ -248,7 +261,34 @@ class TournamentSpec(_Model):
     eval_every_rounds: int = Field(
         1, ge=1, description="validation-score a pod every this many training rounds", examples=[1]
     )
-    ensemble_k: int = Field(3, ge=1, description="agents averaged by the top-k ensemble trader", examples=[3])
+    pool_schedule: Literal["fixed", "halving"] = Field(
+        "halving",
+        description='"halving": successive halving, the pool halves as the budget is spent and the worst '
+        'pods retire; "fixed": pool_size pods throughout',
+        examples=["halving"],
+    )
+    lagging_rounds: int = Field(
+        2, ge=1, description="rounds a pod trains before it may be judged lagging", examples=[2]
+    )
+    lag_margin: float = Field(
+        0.1,
+        ge=0,
+        description="a pod lags (and is re-seeded from a better live pod) when its smoothed validation "
+        "Sharpe is below the other live pods' median by more than this",
+        examples=[0.1],
+    )
+    score_smoothing: float = Field(
+        0.5, gt=0, le=1, description="weight of the newest score in a pod's moving average", examples=[0.5]
+    )
+    torch_threads_per_pod: int = Field(
+        1,
+        ge=1,
+        description="torch threads per training pod (results on CPU depend on it; run.json records it)",
+        examples=[1],
+    )
+    ensemble_k: int = Field(
+        3, ge=1, description="distinct lineages whose best agents the ensemble trader averages", examples=[3]
+    )
 
     @model_validator(mode="after")
     def _k_fits(self) -> TournamentSpec:
@@ -257,6 +297,16 @@ class TournamentSpec(_Model):
                 f"tournament.ensemble_k: {self.ensemble_k} exceeds leaderboard_size "
                 f"{self.leaderboard_size}; fix: set ensemble_k <= leaderboard_size"
             )
+        for name, (low, high) in self.perturb_bounds.items():
+            if name not in PPOConfig.PERTURBABLE:
+                raise ValueError(
+                    f"tournament.perturb_bounds: {name!r} is not perturbed; fix: use some of "
+                    f"{', '.join(sorted(PPOConfig.PERTURBABLE))}"
+                )
+            if not 0 <= low <= high:
+                raise ValueError(
+                    f"tournament.perturb_bounds.{name}: [{low}, {high}]; fix: use 0 <= min <= max"
+                )
         return self
 
 

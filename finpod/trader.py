@@ -121,7 +121,8 @@ def load_policy(
 
     Args:
         run_dir: the run's folder.
-        which: ``"best"``, ``"ensemble"`` (the top ``ensemble_k`` entries, as the run traded them)
+        which: ``"best"``, ``"ensemble"`` (the best entries of the ``ensemble_k`` best distinct
+            lineages, as the run traded them)
             or a 1-based leaderboard rank.
         ensemble_k: the spec's ``tournament.ensemble_k``.
         action_mode: the spec's ``env.action_mode``.
@@ -139,12 +140,13 @@ def load_policy(
     if which == "best":
         ranks, name = [0], "best"
     elif which == "ensemble":
-        k = min(ensemble_k, size)
-        if k < 2:
+        ranks = board.top_lineage_ranks(ensemble_k)
+        if len(ranks) < 2:
             raise SpecError(
-                f"{run_dir}: the leaderboard has {size} entry, an ensemble needs 2; fix: use policy('best')"
+                f"{run_dir}: the leaderboard holds {len(ranks)} lineage (and ensemble_k is {ensemble_k}), "
+                "an ensemble needs 2; fix: use policy('best')"
             )
-        ranks, name = list(range(k)), f"ensemble_top{k}"
+        name = f"ensemble_top{len(ranks)}"
     elif isinstance(which, int) and not isinstance(which, bool) and 1 <= which <= size:
         ranks, name = [which - 1], f"rank{which}"
     else:

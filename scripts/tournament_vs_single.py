@@ -46,6 +46,7 @@ from typing import Any
 import torch
 
 from podracer import Policy, TensorVectorEnv, Tournament, TournamentConfig
+from podracer.config import PoolSchedule
 from podracer.ppo import PPOAgent, PPOConfig
 from podracer.toy import TargetMatchingEnv
 
@@ -67,6 +68,8 @@ TOY_BASE_CONFIG = PPOConfig(
     activation="tanh",
 )
 """The same base PPO for every contender on the toy task (the tournament perturbs its copies)."""
+POOR_TOY_CONFIG = dataclasses.replace(TOY_BASE_CONFIG, learning_rate=3e-3, gamma=0.9)
+"""A deliberately poor start: learning rate 10x the base's, gamma 0.9."""
 TOURNAMENT, SINGLE, SPLIT = "tournament", "single (full budget)", "best of P (split budget)"
 
 
@@ -91,8 +94,8 @@ class Problem:
     test: Callable[[Policy], float]
 
 
-def toy_problem(seed: int) -> Problem:
-    """The toy task with hidden matrix, batches and agents drawn from ``seed``."""
+def toy_problem(seed: int, poor_start: bool = False) -> Problem:
+    """The toy task with hidden matrix, batches and agents drawn from ``seed``; see ``--poor-start``."""
 
     def env(env_seed: int) -> TargetMatchingEnv:
         del env_seed  # the agent seeds its env's resets; the task is fixed by ``seed``
@@ -115,7 +118,7 @@ def toy_problem(seed: int) -> Problem:
 
     return Problem(
         seed,
-        TOY_BASE_CONFIG,
+        POOR_TOY_CONFIG if poor_start else TOY_BASE_CONFIG,
         env,
         agent,
         scorer(seed + VALIDATION_SEED_OFFSET),
@@ -176,7 +179,9 @@ def finpod_problem(spec_path: Path, seed: int) -> Problem:
     )
 
 
-def run_tournament(problem: Problem, budget_env_steps: int, pool_size: int, run_dir: Path) -> float:
+def run_tournament(
+    problem: Problem, budget_env_steps: int, pool_size: int, run_dir: Path, schedule: PoolSchedule
+) -> float:
     """Test score of the tournament's best leaderboard entry."""
     config = TournamentConfig(
         pool_size=pool_size,
@@ -184,17 +189,18 @@ def run_tournament(problem: Problem, budget_env_steps: int, pool_size: int, run_
         budget_env_steps=budget_env_steps,
         budget_seconds=None,
         fresh_pod_prob=0.1,
-        perturb_scale=0.5,
+        perturb_scale=0.3,
         softmax_temperature=1.0,
         eval_every_rounds=1,
         seed=problem.seed,
-        lagging_rounds=3,
+        lagging_rounds=2,
         max_consecutive_crashes=5,
+        pool_schedule=schedule,
     )
-    tournament = Tournament(
+    with Tournament(
         config, run_dir, problem.agent, problem.base_config, problem.env, problem.validation
-    )
-    result = tournament.run()
+    ) as tournament:
+        result = tournament.run()
     best = result.leaderboard.load_agent(0, problem.agent)
     entry = result.leaderboard.entries[0]
     print(
@@ -242,7 +248,7 @@ def run_seed(problem: Problem, args: argparse.Namespace, scratch: Path) -> dict[
     """Every contender on one seed's problem: ``{name: (test score, wall seconds)}``."""
     contenders: dict[str, Callable[[], float]] = {
         TOURNAMENT: lambda: run_tournament(
-            problem, args.budget_env_steps, args.pool_size, scratch / f"{problem.seed}"
+            problem, args.budget_env_steps, args.pool_size, scratch / f"{problem.seed}", args.schedule
         ),
         SINGLE: lambda: run_single(problem, args.budget_env_steps),
         SPLIT: lambda: run_best_of_split(problem, args.budget_env_steps, args.pool_size),
@@ -274,6 +280,14 @@ def main() -> None:
         "--torch-threads", type=int, default=1, help="torch intra-op threads (1: comparable on a shared box)"
     )
     parser.add_argument(
+        "--schedule", choices=["halving", "fixed"], default="halving", help="the tournament's pool schedule"
+    )
+    parser.add_argument(
+        "--poor-start",
+        action="store_true",
+        help="toy task: every contender starts from a poor PPO (learning rate 10x too high, gamma 0.9)",
+    )
+    parser.add_argument(
         "--finpod-spec", type=Path, default=None, help="a strategy TOML: run on the finpod env instead"
     )
     args = parser.parse_args()
@@ -283,7 +297,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for seed in range(args.seeds):
             problem = (
-                toy_problem(seed) if args.finpod_spec is None else finpod_problem(args.finpod_spec, seed)
+                toy_problem(seed, args.poor_start)
+                if args.finpod_spec is None
+                else finpod_problem(args.finpod_spec, seed)
             )
             results = run_seed(problem, args, Path(scratch))
             for name, (score, wall_s) in results.items():
@@ -291,12 +307,13 @@ def main() -> None:
                 seconds[name] += wall_s
             print(f"seed {seed}: " + ", ".join(f"{name} {score:.4f}" for name, (score, _) in results.items()))
     if args.finpod_spec is None:
-        what = f"toy task {OBS_DIM}->{ACTION_DIM}; test-batch score (mean reward, 0 is optimal)"
+        start = "POOR start (lr 10x, gamma 0.9)" if args.poor_start else "base PPO"
+        what = f"toy task {OBS_DIM}->{ACTION_DIM}, {start}; test-batch score (mean reward, 0 is optimal)"
     else:
         what = f"finpod env of {args.finpod_spec}; test score = annualised Sharpe on the backtest segment"
     print(
-        f"\n{what}; {args.budget_env_steps} env steps per contender, pool {args.pool_size}, "
-        f"{args.seeds} seeds"
+        f"\n{what}; {args.budget_env_steps} env steps per contender, pool {args.pool_size} "
+        f"({args.schedule}), {args.seeds} seeds"
     )
     print(f"{'contender':<28} {'mean':>8} {'std':>8} {'min':>8} {'max':>8} {'time s':>8}")
     for name, values in scores.items():

@@ -84,6 +84,8 @@ __all__ = [
     "CONFIG_NAME",
     "EVENTS_NAME",
     "EVENT_KINDS",
+    "LEADERBOARD_DIR",
+    "PODS_DIR",
     "STATE_NAME",
     "HistoryRecord",
     "Tournament",

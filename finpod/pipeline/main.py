@@ -5,7 +5,8 @@ Order of events, and what each step can see:
 1. the spec's bars are loaded; the SELECTION panel is built from the bars before the backtest
    segment only (:func:`finpod.pipeline.inputs.selection_panel`);
 2. the tournament trains pods on its ``train`` segment and ranks them on its ``validation`` segment;
-3. selection: the best leaderboard entry and the top-k ensemble (ranked on validation);
+3. selection: the best leaderboard entry and the ensemble of the top-k distinct lineages (ranked on
+   validation);
 4. only now is the BACKTEST panel built, and each trader and baseline passes over it once;
 5. the report is written into the run folder.
 """
@@ -236,7 +237,10 @@ def train(
             tournament_config(spec), run_dir.tournament, factory, base, make_env, evaluate
         )
     scores = lambda: tournament.leaderboard.scores()  # noqa: E731
-    with TrainingMonitor(console, run_dir.tensorboard, spec.tournament.budget_env_steps, scores) as monitor:
+    with (
+        tournament,
+        TrainingMonitor(console, run_dir.tensorboard, spec.tournament.budget_env_steps, scores) as monitor,
+    ):
         result = tournament.run(on_event=monitor)
     if not result.leaderboard.entries:
         raise SpecError(
@@ -253,12 +257,13 @@ def tournament_config(spec: Spec) -> TournamentConfig:
 
 
 def select(spec: Spec, leaderboard: Leaderboard, factory: AgentFactory) -> dict[str, Policy]:
-    """The traders: the best leaderboard entry, and the top-k ensemble when k >= 2 entries exist."""
+    """The traders: the best leaderboard entry, and the ensemble of the best entries of the top-k
+    DISTINCT lineages (never a pod and its own descendants) when the board holds >= 2 lineages."""
     policies: dict[str, Policy] = {"best": deterministic_policy(leaderboard.load_agent(0, factory))}
-    k = min(spec.tournament.ensemble_k, len(leaderboard.entries))
-    if k >= 2:
-        agents = [leaderboard.load_agent(rank, factory) for rank in range(k)]
-        policies[f"ensemble_top{k}"] = ensemble_policy(agents, spec.env.action_mode)
+    ranks = leaderboard.top_lineage_ranks(spec.tournament.ensemble_k)
+    if len(ranks) >= 2:
+        agents = [leaderboard.load_agent(rank, factory) for rank in ranks]
+        policies[f"ensemble_top{len(ranks)}"] = ensemble_policy(agents, spec.env.action_mode)
     return policies
 
 
@@ -319,6 +324,7 @@ def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]
         "device": str(device),
         "finpod_version": finpod.__version__,
         "torch_version": torch.__version__,
+        "torch_threads_per_pod": spec.tournament.torch_threads_per_pod,
         "python_version": platform.python_version(),
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }

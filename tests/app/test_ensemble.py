@@ -23,12 +23,19 @@ class _Fixed:
 
 
 class _Board:
-    def __init__(self, agents: list[_Fixed]) -> None:
+    """A leaderboard of fixed agents, each its own lineage but ``same_lineage`` (ranks sharing rank 0's)."""
+
+    def __init__(self, agents: list[_Fixed], same_lineage: frozenset[int] = frozenset()) -> None:
         self.entries = list(range(len(agents)))
         self.agents = agents
+        self.lineages = [0 if rank in same_lineage else rank for rank in self.entries]
 
     def load_agent(self, rank: int, factory: Any) -> _Fixed:
         return self.agents[rank]
+
+    def top_lineage_ranks(self, k: int) -> list[int]:
+        firsts = [rank for rank in self.entries if self.lineages.index(self.lineages[rank]) == rank]
+        return firsts[:k]
 
 
 # Raw scores [0.1, 0.1, 0] mean weights [0.5, 0.5, 0]; [1, 0, 0] means all cash. Averaging the
@@ -61,3 +68,15 @@ def test_select_builds_the_weight_averaging_ensemble() -> None:
     assert list(policies) == ["best", "ensemble_top2"]
     action = policies["ensemble_top2"](torch.zeros(1, 4))
     torch.testing.assert_close(target_weights(action), torch.tensor([EXPECTED]))
+
+
+def test_select_takes_ensemble_members_from_distinct_lineages() -> None:
+    spec: Spec = tiny_spec(Path("unused"))
+    assert spec.tournament.ensemble_k >= 2
+    board = _Board([_Fixed(SMALL), _Fixed(SMALL), _Fixed(CASH)], same_lineage=frozenset({1}))
+    policies = select(spec, board, factory=None)  # type: ignore[arg-type]
+    assert list(policies) == ["best", "ensemble_top2"]  # rank 1 is rank 0's descendant: skipped
+    action = policies["ensemble_top2"](torch.zeros(1, 4))
+    torch.testing.assert_close(target_weights(action), torch.tensor([EXPECTED]))
+    one_lineage = _Board([_Fixed(SMALL), _Fixed(CASH)], same_lineage=frozenset({1}))
+    assert list(select(spec, one_lineage, factory=None)) == ["best"]  # type: ignore[arg-type]

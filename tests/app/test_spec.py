@@ -72,6 +72,10 @@ BAD_FIELDS = [
     ({"agent": {"gamma": 2.0}}, "agent", "gamma"),
     ({"tournament": {"ensemble_k": 9}}, "tournament.ensemble_k", "leaderboard_size"),
     ({"tournament": {"budget_env_steps": 0}}, "tournament.budget_env_steps", "fix:"),
+    ({"tournament": {"perturb_bounds": {"hidden_sizes": [1, 2]}}}, "tournament.perturb_bounds", "gamma"),
+    ({"tournament": {"perturb_bounds": {"gamma": [0.99, 0.9]}}}, "tournament.perturb_bounds.gamma", "min"),
+    ({"tournament": {"pool_schedule": "thirds"}}, "tournament.pool_schedule", "halving"),
+    ({"tournament": {"torch_threads_per_pod": 0}}, "tournament.torch_threads_per_pod", "fix:"),
     ({"data": {"source": "dataset"}}, "data.path", "data.source"),
     ({"data": {"synthetic": {"n_symbols": 0}}}, "data.synthetic.n_symbols", "fix:"),
     ({"data": {"synthetic": {"signal": "wave"}}}, "data.synthetic.signal", "reversal"),
@@ -152,3 +156,20 @@ def test_rebalance_band_reaches_the_env_config() -> None:
     spec = Spec.from_toml(DEMO).with_(env={"rebalance_band": 0.04})
     assert env_config(spec, random_start=True).rebalance_band == 0.04
     assert env_config(spec.with_(env={"rebalance_band": 0.0}), random_start=False).rebalance_band == 0.0
+
+
+def test_tournament_settings_reach_the_engine() -> None:
+    from finpod.pipeline.main import tournament_config
+
+    spec = Spec.from_toml(DEMO).with_(
+        tournament={
+            "pool_schedule": "fixed",
+            "torch_threads_per_pod": 2,
+            "perturb_bounds": {"gamma": [0.98, 0.995]},
+        }
+    )
+    config = tournament_config(spec)
+    assert config.pool_schedule == "fixed"
+    assert config.torch_threads_per_pod == 2
+    assert config.perturb_bounds == {"gamma": (0.98, 0.995)}
+    assert config.seed == spec.seed

@@ -84,7 +84,7 @@ def tiny_spec(dataset: Path, *, budget_env_steps: int = 1536) -> Spec:
             "env": {"num_envs": 4, "horizon_bars": 20, "fee_rate": 0.001},
             "agent": {"rollout_steps": 32, "hidden_sizes": [16], "num_minibatches": 2, "update_epochs": 2},
             "tournament": {
-                "pool_size": 1,
+                "pool_size": 2,  # two lineages: the ensemble trader exists
                 "leaderboard_size": 3,
                 "budget_env_steps": budget_env_steps,
                 "budget_seconds": 600.0,

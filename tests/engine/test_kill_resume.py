@@ -15,7 +15,7 @@ import pytest
 
 from engine._kill_child import KILL_TEST_CONFIG
 from engine._tournament_kit import Validation, make_agent, resume_tournament
-from podracer import Leaderboard
+from podracer import Leaderboard, read_events
 from podracer.snapshot import load_snapshot
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
@@ -54,7 +54,11 @@ def test_sigkill_at_random_moments_never_loses_or_corrupts_the_leaderboard(tmp_p
     run_dir = tmp_path / "run"
     rng = random.Random(KILL_SEED)
     validation = Validation()
-    child_env = {**os.environ, "PYTHONPATH": str(TESTS_DIR)}
+    inherited = os.environ.get("PYTHONPATH")  # the podracer under test, not whichever one is installed
+    child_env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), *([inherited] if inherited else [])]),
+    }
     best_before, entries_before, kills = -float("inf"), 0, 0
     for _ in range(KILLS):
         rounds_before = _rounds_logged(run_dir)
@@ -86,3 +90,9 @@ def test_sigkill_at_random_moments_never_loses_or_corrupts_the_leaderboard(tmp_p
     assert sorted(p.name for p in (run_dir / "leaderboard").iterdir()) == sorted(
         ["index.json", *(e.snapshot.name for e in final.entries)]
     )
+    new_pods = [
+        e["pod_id"]
+        for e in read_events(run_dir)
+        if e["kind"] == "pod_started" and e["data"]["origin"] != "snapshot"
+    ]
+    assert len(new_pods) == len(set(new_pods)), "a pod id was handed to two agents across the kills"

@@ -21,9 +21,9 @@ class TournamentConfig:
     """Settings of a tournament; the first nine fields are required, the rest have documented defaults.
 
     Attributes:
-        pool_size: pods training at once at the start: the slots of the default
-            :class:`~podracer.backends.LocalBackend` (used when no backend is given). The pool is
-            the smallest of this schedule's size and ``backend.slots()``.
+        pool_size: slots of the default :class:`~podracer.backends.LocalBackend` (used when no
+            backend is given), and the pool size the ``halving`` schedule counts its phases from. The
+            pool is ``backend.slots()`` pods, halved by the schedule (see :mod:`podracer.schedule`).
         leaderboard_size: ``K``, snapshots kept on the leaderboard.
         budget_env_steps: total env transitions the tournament may train on, or ``None``.
         budget_seconds: total wall time, summed over resumes, or ``None``. At least one budget is set.

@@ -174,7 +174,9 @@ def test_a_tournament_survives_a_killed_worker_and_a_node_leaving_and_joining(
 def test_a_round_that_raises_crashes_only_that_round(cluster: _NodeCluster) -> None:
     del cluster
     backend = RayBackend(cpus_per_pod=1.0, max_slots=1)
-    pod = Pod(0, None, 0, 3, TINY_PPO, make_agent(TINY_PPO, 3), make_env(3), 0, 0)
+    pod = Pod(
+        0, None, 0, 0, 3, TINY_PPO, make_agent(TINY_PPO, 3), make_env(3), 0, 0
+    )  # id, parent, lineage, gen
 
     def broken(policy: Any) -> float:
         raise ValueError("evaluate is broken")

@@ -78,7 +78,7 @@ def _check_pod_ids_and_lineage(run: Path) -> Leaderboard:
         if event["kind"] != "pod_started":
             continue
         pod, data = event["pod_id"], event["data"]
-        if data["origin"] in ("scratch", "leaderboard"):
+        if data["origin"] != "snapshot":  # scratch, a live pod's latest state ("pod") or the leaderboard
             started.setdefault(pod, set()).add((data["parent_id"], data["generation"]))
             parent = data["parent_id"]
             assert parent is None or parent in seen_before, f"pod {pod}'s parent {parent} never started"

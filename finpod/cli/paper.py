@@ -8,15 +8,14 @@ and checks it against the backtest.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from finpod.cli import output
 from finpod.errors import SpecError
 
 ACTIONS = ("status", "replay")
@@ -32,7 +31,9 @@ def paper_command(
         bool,
         typer.Option("--dry-run", help="journal decisions and orders, send none (status: read that journal)"),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="status: print JSON")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="status, replay: one JSON document on stdout")
+    ] = False,
     start: Annotated[str | None, typer.Option(help="replay: first date, YYYY-MM-DD")] = None,
     end: Annotated[str | None, typer.Option(help="replay: last date, YYYY-MM-DD")] = None,
     clock: Annotated[
@@ -64,7 +65,7 @@ def paper_command(
     if action == "status":
         _status(path, chosen, as_json, dry_run)
     elif action == "replay":
-        _replay(path, chosen, start or "", end or "")
+        _replay(path, chosen, start or "", end or "", as_json)
     else:
         from finpod.paper.loop import run_paper
 
@@ -84,9 +85,9 @@ def _status(run_dir: Path, trader: str, as_json: bool, dry_run: bool) -> None:
 
     status = paper_status(run_dir, trader, dry_run=dry_run)
     if as_json:
-        sys.stdout.write(json.dumps(status, indent=2, default=str) + "\n")
+        output.print_json(status)
         return
-    console = Console(width=None if sys.stdout.isatty() else 120)
+    console = output.out_console()
     equity: dict[str, Any] = status["equity"]
     console.print(
         f"[bold]{status['run_id']}[/] trader {trader}{' (dry run)' if status['dry_run'] else ''}: "
@@ -119,21 +120,43 @@ def _status(run_dir: Path, trader: str, as_json: bool, dry_run: bool) -> None:
         )
 
 
-def _replay(run_dir: Path, trader: str, start: str, end: str) -> None:
-    from finpod.paper.replay import EQUITY_RTOL, WEIGHT_TOLERANCE, replay
+def _replay(run_dir: Path, trader: str, start: str, end: str, as_json: bool) -> None:
+    from finpod.paper.replay import EQUITY_RTOL, FEATURE_TOLERANCE, WEIGHT_TOLERANCE, replay
 
     result = replay(run_dir, start, end, trader)
-    sys.stdout.write(
-        f"replay {trader} {start}..{end}: {len(result.timestamps)} bars; target weights max |diff| "
-        f"{result.weight_max_abs_diff:.3g} (tolerance {WEIGHT_TOLERANCE:g}), equity max relative diff "
-        f"{result.equity_max_rel_diff:.3g} (tolerance {EQUITY_RTOL:g}); final equity "
-        f"{result.replay_equity_usd[-1]:,.2f} USD (backtest {result.backtest_equity_usd[-1]:,.2f}); "
-        f"journal {result.journal}\n"
-    )
+    figures = {
+        "trader": trader,
+        "start": start,
+        "end": end,
+        "bars": len(result.timestamps),
+        "weight_max_abs_diff": result.weight_max_abs_diff,
+        "weight_tolerance": WEIGHT_TOLERANCE,
+        "equity_max_rel_diff": result.equity_max_rel_diff,
+        "equity_rtol": EQUITY_RTOL,
+        "feature_max_abs_diff": result.feature_max_abs_diff,
+        "feature_tolerance": FEATURE_TOLERANCE,
+        "final_equity_usd": float(result.replay_equity_usd[-1]),
+        "backtest_final_equity_usd": float(result.backtest_equity_usd[-1]),
+        "matches": result.matches,
+        "journal": str(result.journal),
+    }
+    if as_json:
+        output.print_json(figures)
+    else:
+        output.out_console().print(
+            f"replay {trader} {start}..{end}: {figures['bars']} bars; target weights max |diff| "
+            f"{result.weight_max_abs_diff:.3g} (tolerance {WEIGHT_TOLERANCE:g}), equity max relative diff "
+            f"{result.equity_max_rel_diff:.3g} (tolerance {EQUITY_RTOL:g}), features max |diff| "
+            f"{result.feature_max_abs_diff:.3g} sigmas; final equity {figures['final_equity_usd']:,.2f} USD "
+            f"(backtest {figures['backtest_final_equity_usd']:,.2f}); journal {result.journal}"
+            + ("\nparity: the replayed trader is the backtested one" if result.matches else ""),
+            markup=False,
+        )
     if not result.matches:
-        sys.stderr.write("error: the replay differs from the backtest beyond the tolerance\n")
+        output.err_console(quiet=False).print(
+            "error: the replay differs from the backtest beyond the tolerance", markup=False
+        )
         sys.exit(EXIT_MISMATCH)
-    sys.stdout.write("parity: the replayed trader is the backtested one\n")
 
 
 def register(app: typer.Typer) -> None:

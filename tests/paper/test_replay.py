@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from finpod.cli import app
 from finpod.errors import SpecError
 from finpod.paper.journal import Journal
 from finpod.paper.replay import EQUITY_RTOL, FEATURE_TOLERANCE, WEIGHT_TOLERANCE, replay
@@ -15,9 +18,8 @@ from tests.app.tiny import SEGMENTS
 START, END = SEGMENTS["backtest"]
 
 
-@pytest.mark.parametrize("trader", ["best", "ensemble"])
-def test_replay_matches_backtest(tiny_run: Path, trader: str) -> None:
-    result = replay(tiny_run, START, END, trader)
+def test_best_replay_matches_backtest(tiny_run: Path) -> None:
+    result = replay(tiny_run, START, END, "best")
     n = len(result.timestamps)
     assert n > 50
     assert result.replay_weights.shape == result.backtest_weights.shape == (n - 1, 4)
@@ -30,6 +32,30 @@ def test_replay_matches_backtest(tiny_run: Path, trader: str) -> None:
         assert len(journal.decisions()) == n - 1
         assert journal.fills(), "the replay's orders went through the journal"
         assert not journal.pending_orders()
+
+
+def test_ensemble_replay_matches_backtest_through_the_cli(tiny_run: Path) -> None:
+    args = [
+        "paper",
+        "replay",
+        str(tiny_run),
+        "--trader",
+        "ensemble",
+        "--start",
+        START,
+        "--end",
+        END,
+        "--json",
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)
+    assert figures["matches"]
+    assert figures["bars"] > 50
+    assert figures["weight_max_abs_diff"] <= WEIGHT_TOLERANCE
+    assert figures["equity_max_rel_diff"] <= EQUITY_RTOL
+    with Journal.open(Path(figures["journal"])) as journal:
+        assert journal.decisions()[0][1] == "ensemble"
 
 
 def test_replay_refuses_dates_outside_the_run(tiny_run: Path) -> None:

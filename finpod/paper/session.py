@@ -98,6 +98,8 @@ class PaperSession:
         self.submit_policy = submit_policy or SubmitPolicy()
         self.sleep = sleep
         self.halted: str | None = None
+        self._loss_session: int | None = None
+        """Session whose daily loss limit halted trading (a new session lifts that halt)."""
         self._assets: tuple[int, np.ndarray] | None = None
 
     def portfolio(self) -> tuple[float, float, np.ndarray]:
@@ -120,6 +122,9 @@ class PaperSession:
             self.journal.last_decision_bar() or 0
         ):
             return None  # decided before a restart, or a bar that came twice or out of order
+        if self.halted and self._loss_session is not None and bar.session_open_ns != self._loss_session:
+            self.journal.event("limit", "new session: the daily loss halt is lifted", bar_ns=bar.bar_ns)
+            self.halted, self._loss_session = None, None
         if self.halted:
             return None
         if self.guard is not None:
@@ -225,7 +230,7 @@ class PaperSession:
         )
         self.journal.event("limit", reason, bar_ns=bar.bar_ns, limit="daily_loss_limit")
         logger.warning("%s", reason)
-        self.halted = reason
+        self.halted, self._loss_session = reason, bar.session_open_ns
         return settings.on_daily_loss
 
     def _tradable_now(self, session_open_ns: int) -> np.ndarray:

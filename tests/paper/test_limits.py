@@ -138,8 +138,10 @@ def test_daily_loss_limit(
     assert "daily loss limit" in session.halted
     assert broker.positions() == (held if action == "halt" else {})
     posts = len(big.client_order_ids())
-    assert _decide(session, BAR + pd.Timedelta(minutes=2), crash) is None  # halted for good
+    assert _decide(session, BAR + pd.Timedelta(minutes=2), crash) is None  # halted for the session
     assert len(big.client_order_ids()) == posts
+    assert _decide(session, BAR + pd.Timedelta(days=1), crash) is not None  # the next session trades
+    assert any("halt is lifted" in e.message for e in journal.events("limit"))
 
 
 def test_market_hours_only_with_half_days(

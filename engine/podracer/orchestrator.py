@@ -21,9 +21,13 @@ in the order they were submitted, whatever order they finish in. A run with an e
 then reproducible at a fixed ``torch_threads_per_pod`` on one machine, for any pool size (the same
 pods, scores and leaderboard; ``created_at`` and timings aside).
 
-Files: see :mod:`podracer.runfiles`. A :class:`Tournament` holds its run directory's OS lock from
-construction (or :meth:`Tournament.resume`) to :meth:`Tournament.close`, so one process at a time
-writes a run.
+Pieces: settings in :mod:`podracer.config`, events and results in :mod:`podracer.events`, run
+files (lock, config, state) in :mod:`podracer.runfiles`, the pool schedule in :mod:`podracer.schedule`,
+judging in :mod:`podracer.updater`, where a new pod comes from in :mod:`podracer.generator`, and
+building pods in :mod:`podracer.spawn`; this module is the loop that ties them together.
+
+A :class:`Tournament` holds its run directory's OS lock from construction (or
+:meth:`Tournament.resume`) to :meth:`Tournament.close`, so one process at a time writes a run.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from podracer.events import (
     TournamentResult,
     read_events,
 )
-from podracer.generator import Donor, Generator, Origin
+from podracer.generator import Donor, Generator
 from podracer.leaderboard import AGENT_STATE_KEY, INDEX_NAME, Candidate, Leaderboard
 from podracer.pod import (
     AgentFactory,
@@ -59,7 +63,6 @@ from podracer.pod import (
     Pod,
     RoundResult,
     check_agent_config,
-    config_from_record,
     config_to_record,
 )
 from podracer.runfiles import (
@@ -77,7 +80,8 @@ from podracer.runfiles import (
     write_state,
 )
 from podracer.schedule import budget_fraction, fresh_probability, pool_target, retirees, schedule_phase
-from podracer.snapshot import SNAPSHOT_SUFFIX, TEMP_SUFFIX, fsync_directory, load_snapshot, save_snapshot
+from podracer.snapshot import SNAPSHOT_SUFFIX, TEMP_SUFFIX, fsync_directory, save_snapshot
+from podracer.spawn import leaderboard_donors, live_donors, restore_pod, spawn_pod
 from podracer.updater import is_lagging, smooth
 
 __all__ = [
@@ -492,45 +496,9 @@ class Tournament:
     # ------------------------------------------------------------------ pods
 
     def _donors(self, pods: list[Pod], fallback: bool) -> list[Donor]:
-        """Donors from ``pods``' latest snapshots, best smoothed score first.
-
-        With ``fallback``, when none of ``pods`` can donate, the leaderboard's entries instead (their
-        best-ever snapshots: e.g. every pod crashed).
-        """
-        live = [
-            p
-            for p in pods
-            if p.snapshot_name is not None and p.smoothed_score is not None and p.pod_id not in self._retiring
-        ]
-        live.sort(key=lambda p: (-(p.smoothed_score or 0.0), p.pod_id))
-        donors = [
-            Donor(
-                pod_id=p.pod_id,
-                lineage_id=p.lineage_id,
-                generation=p.generation,
-                score=p.smoothed_score or 0.0,
-                agent_config=p.agent_config,
-                policy_version=p.policy_version,
-                env_steps=p.env_steps,
-                snapshot=self.run_dir / PODS_DIR / str(p.snapshot_name),
-            )
-            for p in live
-        ]
-        if donors or not fallback:
-            return donors
-        return [
-            Donor(
-                pod_id=e.pod_id,
-                lineage_id=e.lineage_id,
-                generation=e.generation,
-                score=e.score,
-                agent_config=config_from_record(e.agent_config),
-                policy_version=e.policy_version,
-                env_steps=e.env_steps,
-                snapshot=e.snapshot,
-            )
-            for e in self.leaderboard.entries
-        ]
+        """Donors from ``pods``' latest states; with ``fallback``, the leaderboard's if none can donate."""
+        donors = live_donors(pods, self.run_dir / PODS_DIR, self._retiring)
+        return leaderboard_donors(self.leaderboard) if fallback and not donors else donors
 
     def _new_pod(self, donors: list[Donor]) -> Pod:
         """A pod from the generator: from scratch, or a child of a donor's state (perturbed).
@@ -538,83 +506,38 @@ class Tournament:
         Its id is made durable (``state.json`` written) before the pod can write anything, so no
         kill can hand the same id to two agents.
         """
-        origin: Origin = self._generator.propose(
-            donors, fresh_probability(self.config, self._fraction()), self._rng
-        )
+        origin = self._generator.propose(donors, fresh_probability(self.config, self._fraction()), self._rng)
         pod_id = self._progress.next_pod_id
         self._progress.next_pod_id += 1
         self._save_state()
-        agent = self._agent_factory(origin.agent_config, origin.seed)
-        parent = origin.parent
-        if parent is not None:
-            payload = load_snapshot(parent.snapshot)
-            agent.load_weights_from(payload[AGENT_STATE_KEY], keep_optimizer=True)
-            agent.env_steps = parent.env_steps  # the learning-rate schedule continues along the lineage
-        pod = Pod(
-            pod_id=pod_id,
-            parent_id=None if parent is None else parent.pod_id,
-            lineage_id=pod_id if parent is None else parent.lineage_id,
-            generation=0 if parent is None else parent.generation + 1,
-            seed=origin.seed,
-            agent_config=origin.agent_config,
-            agent=agent,
-            env=self._env_factory(origin.seed),
-            policy_version=0 if parent is None else parent.policy_version,
-            env_steps=0 if parent is None else parent.env_steps,
-            smoothed_score=None if parent is None else parent.score,
-        )
+        pod = spawn_pod(pod_id, origin, self._agent_factory, self._env_factory)
         self._pods[pod_id] = pod
+        parent = origin.parent
         from_leaderboard = parent is not None and parent.snapshot.parent.name == LEADERBOARD_DIR
-        self._emit(
-            "pod_started",
-            pod_id,
-            origin="scratch" if parent is None else ("leaderboard" if from_leaderboard else "pod"),
-            parent_id=pod.parent_id,
-            lineage_id=pod.lineage_id,
-            generation=pod.generation,
-            env_steps=pod.env_steps,
-            seed=pod.seed,
-            agent_config=config_to_record(origin.agent_config)["fields"],
+        self._emit_started(
+            pod, origin="scratch" if parent is None else ("leaderboard" if from_leaderboard else "pod")
         )
         return pod
 
     def _restore(self, record: Mapping[str, Any], reason: str) -> Pod:
         """Rebuild a pod from its record and last snapshot (same id, config, seed and lineage)."""
-        config = config_from_record(record["agent_config"])
-        seed = int(record["seed"])
-        agent = self._agent_factory(config, seed)
-        payload = load_snapshot(self.run_dir / PODS_DIR / str(record["snapshot_name"]))
-        agent.load_state_dict(payload[AGENT_STATE_KEY])
-        pod = Pod(
-            pod_id=int(record["pod_id"]),
-            parent_id=record["parent_id"],
-            lineage_id=int(record["lineage_id"]),
-            generation=int(record["generation"]),
-            seed=seed,
-            agent_config=config,
-            agent=agent,
-            env=self._env_factory(seed),
-            policy_version=int(record["policy_version"]),
-            env_steps=int(record["env_steps"]),
-            rounds_since_start=0,
-            last_score=record["last_score"],
-            smoothed_score=record["smoothed_score"],
-            snapshot_name=str(record["snapshot_name"]),
-        )
+        pod = restore_pod(record, self.run_dir / PODS_DIR, self._agent_factory, self._env_factory)
         self._pods[pod.pod_id] = pod
+        self._emit_started(pod, origin="snapshot", reason=reason)
+        return pod
+
+    def _emit_started(self, pod: Pod, **data: Any) -> None:
         self._emit(
             "pod_started",
             pod.pod_id,
-            origin="snapshot",
-            reason=reason,
+            **data,
             parent_id=pod.parent_id,
             lineage_id=pod.lineage_id,
             generation=pod.generation,
             env_steps=pod.env_steps,
             seed=pod.seed,
-            agent_config=record["agent_config"]["fields"],
+            agent_config=config_to_record(pod.agent_config)["fields"],
         )
-        return pod
 
     def _retire(self, pod: Pod, reason: str) -> None:
         del self._pods[pod.pod_id]

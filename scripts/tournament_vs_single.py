@@ -160,7 +160,14 @@ def finpod_problem(spec_path: Path, seed: int) -> Problem:
 
     def agent(config: Any, agent_seed: int) -> PPOAgent:
         return PPOAgent(
-            probe.obs_dim, probe.action_dim, probe.action_low, probe.action_high, config, device, agent_seed
+            probe.obs_dim,
+            probe.action_dim,
+            probe.action_low,
+            probe.action_high,
+            config,
+            device,
+            agent_seed,
+            layout=probe.layout,
         )
 
     def sharpe(panel: Panel, segment: str) -> Callable[[Policy], float]:

@@ -52,21 +52,25 @@ from podracer import Policy, Tournament
 from podracer.ppo import PPOAgent, PPOConfig
 
 POOL_SIZE: Final[int] = 4
+EVAL_EVERY_ROUNDS: Final[int] = 8
+"""Training rounds between validation scores (8 x 8 steps x 32 envs = 2,048 env steps)."""
 CONTENDERS: Final[tuple[str, ...]] = ("tournament", "single", "best_of_4")
 HYPER_SETS: Final[tuple[str, ...]] = ("good", "poor")
 GOOD_AGENT: Final[dict[str, Any]] = {
     "policy": "cross_sectional",
-    "rollout_steps": 32,
-    "learning_rate": 1e-3,
-    "gamma": 0.5,
+    "rollout_steps": 8,
+    "learning_rate": 3e-3,
+    "gamma": 0.0,
     "gae_lambda": 0.95,
     "hidden_sizes": [64, 64],
     "update_epochs": 4,
     "num_minibatches": 4,
     "entropy_coef": 0.0,
 }
-"""The bench's PPO: the settings that learned the planted signal in the measurements of BENCHMARKS.md."""
-POOR_CHANGES: Final[dict[str, Any]] = {"learning_rate": 1e-2, "gamma": 0.9}
+"""The bench's PPO, tuned by hand on seed 1 of daily20 (so seed 1's numbers are in-sample for these
+settings; seeds 0, 2, 3, 4 are not): short rollouts (many small updates), a high learning rate, and
+gamma 0 for an edge that pays at the next bar (a step's fee is charged in that step's reward)."""
+POOR_CHANGES: Final[dict[str, Any]] = {"learning_rate": 3e-2, "gamma": 0.9}
 """The deliberately poor start: learning rate 10x too high, gamma 0.9 (10-step horizon, 1-step edge)."""
 DAILY_SEGMENTS: Final[dict[str, list[str]]] = {
     "train": ["2016-01-04", "2018-12-31"],
@@ -111,12 +115,14 @@ class SkillCase:
 
 
 REVERSAL: Final[SignalSpec] = SignalSpec("reversal", 0.2)
+BUDGET: Final[int] = 32_768
+"""Env steps per contender and seed."""
 CASES: Final[dict[str, SkillCase]] = {
     case.name: case
     for case in (
-        SkillCase("daily20", 20, "1d", 1260, DAILY_SEGMENTS, REVERSAL, 61_440),
-        SkillCase("daily100", 100, "1d", 1260, DAILY_SEGMENTS, REVERSAL, 61_440),
-        SkillCase("daily20-none", 20, "1d", 1260, DAILY_SEGMENTS, SignalSpec(), 61_440),
+        SkillCase("daily20", 20, "1d", 1260, DAILY_SEGMENTS, REVERSAL, BUDGET),
+        SkillCase("daily100", 100, "1d", 1260, DAILY_SEGMENTS, REVERSAL, BUDGET),
+        SkillCase("daily20-none", 20, "1d", 1260, DAILY_SEGMENTS, SignalSpec(), BUDGET),
         SkillCase(
             "minute20", 20, "1min", 84, MINUTE_SEGMENTS, REVERSAL, 61_440, fee_rate=0.0, horizon_bars=390
         ),
@@ -198,7 +204,7 @@ def bench_spec(case: SkillCase, seed: int, hyper: str) -> Spec:
                 "leaderboard_size": 2 * POOL_SIZE,
                 "budget_env_steps": case.budget_env_steps,
                 "budget_seconds": 1e9,
-                "eval_every_rounds": 2,
+                "eval_every_rounds": EVAL_EVERY_ROUNDS,
                 "ensemble_k": 3,
             },
         }

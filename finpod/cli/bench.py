@@ -185,12 +185,13 @@ _HyperOption = Annotated[
 ]
 
 
-def _echo_progress(case: str, seed: int) -> Callable[[str, skill_bench.ContenderResult], None]:
+def _echo_progress(case: str, seed: int, err: bool) -> Callable[[str, skill_bench.ContenderResult], None]:
     def progress(key: str, result: skill_bench.ContenderResult) -> None:
         traders = "  ".join(
             f"{t} {result.sharpe[t]:.2f} (share {result.share[t]:.2f})" for t in result.sharpe
         )
-        typer.echo(f"{case} seed {seed} {key}: {traders}; {result.env_steps} steps, {result.seconds:.0f} s")
+        line = f"{case} seed {seed} {key}: {traders}; {result.env_steps} steps, {result.seconds:.0f} s"
+        typer.echo(line, err=err)
 
     return progress
 
@@ -210,7 +211,7 @@ def skill(
     results = []
     for name in case:
         for seed in range(seeds):
-            progress = None if as_json else _echo_progress(name, seed)
+            progress = _echo_progress(name, seed, err=as_json)  # with --json, progress goes to stderr
             found = skill_bench.run_seed(skill_bench.CASES[name], seed, contender, hyper, progress)
             results.append(found)
             if not as_json:

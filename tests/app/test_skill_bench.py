@@ -18,7 +18,7 @@ def test_every_case_is_a_valid_spec(name: str, hyper: str) -> None:
     assert spec.data.synthetic.alpha_annual == 0.0
     assert spec.env.reward == "excess_log_return"
     assert spec.agent["policy"] == "cross_sectional"
-    assert spec.agent["learning_rate"] == (1e-2 if hyper == "poor" else 1e-3)
+    assert spec.agent["learning_rate"] == (3e-2 if hyper == "poor" else 3e-3)
 
 
 def _result(sharpe: float, share: float) -> ContenderResult:

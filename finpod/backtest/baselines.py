@@ -1,53 +1,83 @@
 """The baselines every report carries: equal-weight buy-and-hold, the market ETF, and cash.
 
-Each buys once at the segment's first bar's CLOSE (the moment a trader places its first order; paying
-the same fee and half-spread as the traders) and holds to the end, so no baseline holds the first
-bar's open-to-close move that no trader can hold. They read prices straight from the panel, so they
-are exact and need no env.
+Each runs through the same env as the traders (:class:`~finpod.env.trading_env.TradingEnv` with the
+same :class:`~finpod.env.config.EnvConfig`): it decides at the segment's first bar's close, its
+orders fill at the next bar's open (or close, as ``config.fill`` says) with the same fee,
+half-spread, volume cap and rebalance band, and it then holds: every later step sends no order.
+No baseline ever trades at a price it has already seen.
+
+The entry is one target-weights step (``weights`` action mode); holding is a ``share_delta`` step
+with a zero action on the same market tables and state, which gives exactly zero orders (a target
+weight step would re-trade the drift between a close and the next open). A baseline whose entry
+the volume cap or the band cuts short keeps what it got.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import numpy as np
 import pandas as pd
+import torch
 
 from finpod.backtest.pyfolio_format import Ledger
+from finpod.backtest.recorder import LedgerRecorder, backtest_config
 from finpod.data.panel import Panel
+from finpod.env import dynamics
+from finpod.env.config import EnvConfig
+from finpod.env.trading_env import TradingEnv
 from finpod.errors import DataError
 
-BPS_PER_UNIT = 10_000.0
+BASELINE_SEED = 0
+"""Baseline runs are deterministic (no random start); the seed only satisfies the env's signature."""
 
 
-def cash_ledger(panel: Panel, segment: str, initial_cash_usd: float) -> Ledger:
-    """Hold cash for the whole segment: equity is ``initial_cash_usd`` at every bar."""
-    start, stop = panel.segment(segment)
-    n, m = stop - start, panel.num_assets
-    zeros = np.zeros(n)
-    return Ledger(
-        first_bar=start,
-        symbols=panel.symbols,
-        close_usd=panel.close[start:stop].double().cpu().numpy(),
-        equity_usd=np.full(n, initial_cash_usd),
-        cash_usd=np.full(n, initial_cash_usd),
-        shares=np.zeros((n, m)),
-        fill_price_usd=np.zeros((n, m)),
-        cost_usd=zeros,
-        traded_usd=zeros,
-    )
-
-
-def equal_weight_ledger(
-    panel: Panel, segment: str, initial_cash_usd: float, fee_rate: float, half_spread_bps: float
+def run_buy_and_hold(
+    panel: Panel,
+    segment: str,
+    config: EnvConfig,
+    entry_weights: np.ndarray,
+    device: torch.device,
 ) -> Ledger:
-    """Buy equal USD amounts of every asset tradable at the segment's first bar, at its close; hold.
+    """Buy ``entry_weights`` at the first step through the env, then hold to the segment's end.
 
-    Costs: ``fee_rate`` on the traded notional plus ``half_spread_bps`` paid on the buy price.
+    Args:
+        panel: the market.
+        segment: ``"validation"`` or ``"backtest"``.
+        config: the traders' env settings (start and horizon are overridden: one episode over the
+            segment from its first bar).
+        entry_weights: float ``(M + 1,)`` target weights over ``[cash, asset_1 .. asset_M]``.
+        device: where the env runs.
+
+    Returns:
+        The ledger over the segment's bars; row 0 (the first bar) is all cash.
+    """
+    weights_config = dataclasses.replace(backtest_config(config, panel, segment), action_mode="weights")
+    env = TradingEnv(panel, segment, weights_config, 1, BASELINE_SEED, device)
+    hold = functools.partial(
+        dynamics.step, dataclasses.replace(weights_config, action_mode="share_delta"), env.market
+    )
+    recorder = LedgerRecorder(panel, segment, config, device)
+    env.reset(seed=BASELINE_SEED)
+    entry = torch.as_tensor(entry_weights, dtype=torch.float32, device=device).reshape(1, -1)
+    _, _, _, _, info = env.step(entry)
+    recorder.record(1, info)
+    no_orders = torch.zeros((1, panel.num_assets), dtype=torch.float32, device=device)
+    for row in range(2, recorder.num_bars):
+        env.state, out = hold(env.state, no_orders)
+        recorder.record(row, out._asdict())
+    env.note_steps_taken(recorder.num_bars - 2)
+    return recorder.ledger()
+
+
+def equal_weight_weights(panel: Panel, segment: str) -> np.ndarray:
+    """Entry weights ``(M + 1,)``: equal over the assets tradable at the segment's first bar, no cash.
 
     Raises:
         DataError: no asset is tradable at the segment's first bar.
     """
-    start, stop = panel.segment(segment)
-    close_usd = panel.close[start].double().cpu().numpy()
+    start, _ = panel.segment(segment)
     tradable = panel.tradable[start].cpu().numpy()
     if not tradable.any():
         first = pd.Timestamp(int(panel.timestamps_ns[start]), tz="UTC")
@@ -55,71 +85,63 @@ def equal_weight_ledger(
             f"{segment}: no asset is tradable at its first bar ({first}); fix: start the segment on a "
             "session where the universe has bars"
         )
-    buy_price = close_usd * (1.0 + half_spread_bps / BPS_PER_UNIT)
-    notional = initial_cash_usd / (1.0 + fee_rate) / tradable.sum()
-    shares = np.where(tradable, notional / buy_price, 0.0)
-    return _hold(panel, start, stop, shares, buy_price, initial_cash_usd, fee_rate)
+    return np.concatenate([[0.0], tradable / tradable.sum()])
 
 
-def market_ledger(
-    panel: Panel, segment: str, initial_cash_usd: float, fee_rate: float, half_spread_bps: float
-) -> Ledger | None:
-    """Buy the benchmark ETF at the first bar's close and hold; ``None`` when the panel has none.
+def equal_weight_ledger(panel: Panel, segment: str, config: EnvConfig, device: torch.device) -> Ledger:
+    """Equal-weight buy-and-hold of the assets tradable at the first bar, through the env."""
+    return run_buy_and_hold(panel, segment, config, equal_weight_weights(panel, segment), device)
 
-    The ledger holds one instrument, the ETF (``panel.benchmark_symbol``).
+
+def cash_ledger(panel: Panel, segment: str, config: EnvConfig, device: torch.device) -> Ledger:
+    """Hold cash for the whole segment, through the env: equity is the initial cash at every bar."""
+    entry = np.zeros(panel.num_assets + 1)
+    entry[0] = 1.0
+    return run_buy_and_hold(panel, segment, config, entry, device)
+
+
+def benchmark_panel(panel: Panel) -> Panel | None:
+    """A one-asset panel of the benchmark ETF on ``panel``'s bars; ``None`` when it has none.
+
+    The ETF's open is its close when the panel has no benchmark open (then it fills at the next
+    close); its volume is unbounded when the panel has no benchmark volume (no volume cap). It is
+    tradable where it has a bar (volume > 0) or, without volume, everywhere. Its one feature is 0.
     """
     if panel.benchmark_close is None or panel.benchmark_symbol is None:
         return None
-    start, stop = panel.segment(segment)
-    close = panel.benchmark_close[start:stop].double().cpu().numpy()
-    buy_price = close[0] * (1.0 + half_spread_bps / BPS_PER_UNIT)
-    notional = initial_cash_usd / (1.0 + fee_rate)
-    units = notional / buy_price
-    n = stop - start
-    cost = np.zeros(n)
-    cost[0] = initial_cash_usd - units * close[0]
-    traded = np.zeros(n)
-    traded[0] = notional
-    return Ledger(
-        first_bar=start,
+    close = panel.benchmark_close.reshape(-1, 1)
+    opens = close if panel.benchmark_open is None else panel.benchmark_open.reshape(-1, 1)
+    if panel.benchmark_volume is None:
+        volume = torch.full_like(close, float("inf"))
+        tradable = torch.ones_like(close, dtype=torch.bool)
+    else:
+        volume = panel.benchmark_volume.reshape(-1, 1)
+        tradable = volume > 0.0
+    return dataclasses.replace(
+        panel,
         symbols=(panel.benchmark_symbol,),
-        close_usd=close[:, None],
-        equity_usd=units * close,
-        cash_usd=np.zeros(n),
-        shares=np.full((n, 1), units),
-        fill_price_usd=np.full((n, 1), buy_price),
-        cost_usd=cost,
-        traded_usd=traded,
+        open=opens,
+        high=torch.maximum(opens, close),
+        low=torch.minimum(opens, close),
+        close=close,
+        volume=volume,
+        features=torch.zeros((panel.num_bars, 1, 1), dtype=torch.float32, device=close.device),
+        feature_names=("none",),
+        tradable=tradable,
+        benchmark_symbol=None,
+        benchmark_close=None,
+        benchmark_open=None,
+        benchmark_volume=None,
+        feature_stats=None,
     )
 
 
-def _hold(
-    panel: Panel,
-    start: int,
-    stop: int,
-    shares: np.ndarray,
-    buy_price: np.ndarray,
-    initial_cash_usd: float,
-    fee_rate: float,
-) -> Ledger:
-    n = stop - start
-    close = panel.close[start:stop].double().cpu().numpy()
-    notional = float((shares * buy_price).sum())
-    fee = notional * fee_rate
-    cash_left = initial_cash_usd - notional - fee
-    cost = np.zeros(n)
-    cost[0] = fee + notional - float((shares * close[0]).sum())
-    traded = np.zeros(n)
-    traded[0] = notional
-    held = np.broadcast_to(shares, (n, shares.shape[0])).copy()
-    return Ledger(
-        first_bar=start,
-        symbols=panel.symbols,
-        close_usd=close,
-        equity_usd=cash_left + (held * close).sum(axis=1),
-        cash_usd=np.full(n, cash_left),
-        shares=held,
-        fill_price_usd=np.broadcast_to(buy_price, held.shape).copy(),
-        cost_usd=cost,
-        traded_usd=traded,
-    )
+def market_ledger(panel: Panel, segment: str, config: EnvConfig, device: torch.device) -> Ledger | None:
+    """Buy the benchmark ETF with all the cash through the env and hold; ``None`` without one.
+
+    The ledger holds one instrument, the ETF (``panel.benchmark_symbol``).
+    """
+    market = benchmark_panel(panel)
+    if market is None:
+        return None
+    return run_buy_and_hold(market, segment, config, np.array([0.0, 1.0]), device)

@@ -38,6 +38,10 @@ class Panel:
         frequency: ``"1min"`` or ``"1d"``.
         benchmark_symbol: ticker of the market benchmark (e.g. QQQ) when the dataset has one.
         benchmark_close: float32 ``(T,)`` adjusted close of the benchmark, or ``None``.
+        benchmark_open: float32 ``(T,)`` adjusted open of the benchmark, or ``None`` (then the
+            market baseline fills at the next bar's close instead of its open).
+        benchmark_volume: float32 ``(T,)`` benchmark volume (0 on a filled bar), or ``None`` (then
+            the market baseline is not volume-capped).
         feature_stats: the train-segment normalisation statistics the features were built with
             (reuse them to build the same features on new bars), or ``None``.
     """
@@ -57,6 +61,8 @@ class Panel:
     frequency: str = "1min"
     benchmark_symbol: str | None = None
     benchmark_close: torch.Tensor | None = None
+    benchmark_open: torch.Tensor | None = None
+    benchmark_volume: torch.Tensor | None = None
     feature_stats: FeatureStats | None = None
 
     @property
@@ -89,15 +95,19 @@ class Panel:
     def nbytes(self) -> int:
         """Bytes held by the panel's tensors (its own size, for memory budgets)."""
         tensors = [self.open, self.high, self.low, self.close, self.volume, self.features, self.tradable]
-        if self.benchmark_close is not None:
-            tensors.append(self.benchmark_close)
+        for extra in (self.benchmark_close, self.benchmark_open, self.benchmark_volume):
+            if extra is not None:
+                tensors.append(extra)
         own = sum(t.element_size() * t.nelement() for t in tensors)
         return int(own + self.timestamps_ns.nbytes + self.session_ids.nbytes)
 
     def to(self, device: torch.device | str) -> Panel:
         """A copy of the panel with every tensor on ``device``."""
         dev = torch.device(device)
-        bench = None if self.benchmark_close is None else self.benchmark_close.to(dev)
+
+        def moved(tensor: torch.Tensor | None) -> torch.Tensor | None:
+            return None if tensor is None else tensor.to(dev)
+
         return Panel(
             timestamps_ns=self.timestamps_ns,
             session_ids=self.session_ids,
@@ -113,6 +123,8 @@ class Panel:
             segments=dict(self.segments),
             frequency=self.frequency,
             benchmark_symbol=self.benchmark_symbol,
-            benchmark_close=bench,
+            benchmark_close=moved(self.benchmark_close),
+            benchmark_open=moved(self.benchmark_open),
+            benchmark_volume=moved(self.benchmark_volume),
             feature_stats=None if self.feature_stats is None else self.feature_stats.to(dev),
         )

@@ -245,18 +245,17 @@ def build_panel(
             "; pass regular_hours_only=False to keep extended hours" if regular_hours_only else "",
         )
     rows = _segment_rows(aligned, windows, data)
-    benchmark_close = None
+    benchmark = None
     if benchmark_symbol is not None and benchmark_symbol in present:
         benchmark_bars = bars.loc[bars["symbol"].to_numpy() == benchmark_symbol]
         benchmark = align(benchmark_bars, freq, data.first, data.last, regular_hours_only=regular_hours_only)
-        benchmark_close = torch.from_numpy(benchmark.close[:, 0]).to(device)
     return _to_panel(
         aligned,
         kind,
         rows,
         device,
-        benchmark_symbol if benchmark_close is not None else None,
-        benchmark_close,
+        benchmark_symbol if benchmark is not None else None,
+        benchmark,
         feature_stats,
         clip_sigmas,
     )
@@ -315,7 +314,7 @@ def _to_panel(
     rows: dict[str, tuple[int, int]],
     device: torch.device | str,
     benchmark_symbol: str | None,
-    benchmark_close: torch.Tensor | None,
+    benchmark: AlignedBars | None,
     feature_stats: FeatureStats | None,
     clip_sigmas: float,
 ) -> Panel:
@@ -355,7 +354,9 @@ def _to_panel(
         segments=rows,
         frequency=grid.frequency,
         benchmark_symbol=benchmark_symbol,
-        benchmark_close=benchmark_close,
+        benchmark_close=None if benchmark is None else torch.from_numpy(benchmark.close[:, 0]).to(device),
+        benchmark_open=None if benchmark is None else torch.from_numpy(benchmark.open[:, 0]).to(device),
+        benchmark_volume=None if benchmark is None else torch.from_numpy(benchmark.volume[:, 0]).to(device),
         feature_stats=stats,
     )
 

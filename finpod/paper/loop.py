@@ -36,7 +36,7 @@ from finpod.paper.limits import NS_PER_SECOND, Guard, session_of_bar
 from finpod.paper.orders import cancel_open_orders, refresh_orders
 from finpod.paper.reconcile import reconcile
 from finpod.paper.session import BarView, PaperSession
-from finpod.paper.sizing import OrderLimits
+from finpod.paper.sizing import ALPACA_MIN_NOTIONAL_USD, OrderLimits
 
 logger = logging.getLogger("finpod.paper")
 ALPACA_DATA_URL: Final[str] = "https://data.alpaca.markets"
@@ -270,7 +270,9 @@ def run_paper(
             symbols=live.symbols,
             freq=live.spec.frequency,
             config=live.config,
-            limits=OrderLimits(settings.max_weight_per_asset, settings.max_order_notional_usd),
+            limits=OrderLimits(
+                settings.max_weight_per_asset, settings.max_order_notional_usd, ALPACA_MIN_NOTIONAL_USD
+            ),
             broker=broker,
             journal=journal,
             dry_run=dry_run,

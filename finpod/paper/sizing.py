@@ -21,6 +21,10 @@ from finpod.env.config import EnvConfig
 
 MIN_ORDER_SHARES = 1e-6
 """Smaller quantities are not sent (rounding dust)."""
+QTY_DECIMALS = 9
+"""Alpaca accepts quantities with at most 9 decimals; orders are rounded toward zero to them."""
+ALPACA_MIN_NOTIONAL_USD = 1.0
+"""Alpaca refuses a fractional order under 1 USD; the live limits drop such orders."""
 
 
 @dataclass(frozen=True)
@@ -30,10 +34,12 @@ class OrderLimits:
     Attributes:
         max_weight_per_asset: cap on one asset's target weight (fraction of equity).
         max_order_notional_usd: cap on one order's notional (USD).
+        min_order_notional_usd: smaller orders are not sent (USD; the broker's minimum live).
     """
 
     max_weight_per_asset: float = 1.0
     max_order_notional_usd: float = math.inf
+    min_order_notional_usd: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -99,5 +105,7 @@ def plan_orders(
         delta[over] = delta[over] * scale
         if config.whole_shares:
             delta[over] = np.trunc(delta[over])
-    delta[np.abs(delta) < MIN_ORDER_SHARES] = 0.0
+    delta = np.trunc(delta * 10**QTY_DECIMALS) / 10**QTY_DECIMALS
+    small = np.abs(delta) * np.asarray(price_usd, dtype=np.float64) < limits.min_order_notional_usd
+    delta[(np.abs(delta) < MIN_ORDER_SHARES) | small] = 0.0
     return OrderPlan(capped, delta, weight_capped, [int(i) for i in over])

@@ -272,3 +272,23 @@ def test_an_incomplete_row_waits_for_its_grace() -> None:
     rows = aligner.complete_rows(end + 5 * 10**9, 5 * 10**9)
     assert len(rows) == 1
     assert rows[0].real.tolist() == [True, False]
+
+
+def test_orders_have_at_most_9_decimals_and_dust_is_not_sent() -> None:
+    from finpod.paper.sizing import plan_orders
+
+    weights = np.array([0.5, 0.5 - 1e-7, 1e-7])
+    plan = plan_orders(
+        weights,
+        1_000.0,
+        np.zeros(2),
+        np.array([3.0, 7.0]),
+        np.ones(2, bool),
+        CONFIG,
+        OrderLimits(1.0, 1e9, 1.0),
+    )
+    assert plan.delta_shares[1] == 0.0  # 1e-4 USD of BBB: under Alpaca's 1 USD minimum
+    qty = plan.delta_shares[0]
+    assert qty > 0
+    assert qty == np.trunc(qty * 1e9) / 1e9
+    assert qty * 3.0 <= 500.0

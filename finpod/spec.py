@@ -20,7 +20,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import tomli_w
 from pydantic import (
@@ -226,7 +226,14 @@ class EnvSpec(_Model):
 
 
 class TournamentSpec(_Model):
-    """podracer tournament settings (``podracer.TournamentConfig``) and the ensemble size."""
+    """podracer tournament settings (``podracer.TournamentConfig``), the ensemble size, and where pods run."""
+
+    PLACEMENT_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"backend", "address", "cpus_per_pod", "gpus_per_pod"}
+    )
+    """Fields that say where pods train, not what: left out of the spec hash and the TournamentConfig."""
+    AGENT_FIELDS: ClassVar[frozenset[str]] = frozenset({"ensemble_k", "learners"})
+    """Fields finpod applies itself (selection, learner fusion): left out of the TournamentConfig."""
 
     pool_size: int = Field(1, ge=1, description="pods training at once", examples=[2])
     leaderboard_size: int = Field(4, ge=1, description="snapshots kept on the leaderboard", examples=[4])
@@ -289,6 +296,47 @@ class TournamentSpec(_Model):
     ensemble_k: int = Field(
         3, ge=1, description="distinct lineages whose best agents the ensemble trader averages", examples=[3]
     )
+    backend: Literal["local", "ray"] = Field(
+        "local",
+        description='where pods train: "local" (threads in this process) or "ray" (Ray actors; pool_size '
+        "then caps the pool, which follows the cluster's CPUs/GPUs)",
+        examples=["ray"],
+    )
+    address: str | None = Field(
+        None,
+        description='Ray cluster to join (backend = "ray"): "auto" (the cluster this machine is part of), '
+        '"host:port" of its head, or unset to start a private Ray on 127.0.0.1',
+        examples=["auto"],
+    )
+    cpus_per_pod: float = Field(
+        1.0, gt=0, description='CPUs each Ray pod worker reserves (backend = "ray")', examples=[1.0]
+    )
+    gpus_per_pod: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description='share of a GPU each Ray pod worker reserves (backend = "ray"; needed with device = '
+        '"cuda", e.g. 0.25 puts four pods on a GPU)',
+        examples=[0.25],
+    )
+
+    learners: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="learners per pod, each with its own envs, whose parameters and Adam moments are "
+        "averaged after every epoch over torch.distributed (1 = no fusion)",
+        examples=[2],
+    )
+
+    @model_validator(mode="after")
+    def _address_needs_ray(self) -> TournamentSpec:
+        if self.address is not None and self.backend != "ray":
+            raise ValueError(
+                f"tournament.address: {self.address!r} is set but backend is {self.backend!r}; "
+                'fix: set backend = "ray" or remove address'
+            )
+        return self
 
     @model_validator(mode="after")
     def _k_fits(self) -> TournamentSpec:
@@ -546,9 +594,14 @@ class Spec(_Model):
     def spec_hash(self) -> str:
         """Eight hex digits of the resolved spec's sha256 (identifies a spec in run ids).
 
-        The ``[paper]`` section is left out: deployment limits do not change what a run trains.
+        The ``[paper]`` section is left out: deployment limits do not change what a run trains; so are
+        the tournament's placement fields (:attr:`TournamentSpec.PLACEMENT_FIELDS`): a run started on
+        one backend resumes on another.
         """
         trained = {k: v for k, v in self.resolved_dict().items() if k != "paper"}
+        trained["tournament"] = {
+            k: v for k, v in trained["tournament"].items() if k not in TournamentSpec.PLACEMENT_FIELDS
+        }
         text = json.dumps(trained, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:8]
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -413,6 +413,9 @@ class PPOAgent:
         self.policy_version = 0
         self._env: TensorVectorEnv | None = None
         self._next_obs: torch.Tensor | None = None
+        self.epoch_hook: Callable[[torch.Tensor], torch.Tensor] | None = None
+        """Called after every update epoch with its mean approximate KL (0-d); returns the KL to act on
+        (:mod:`podracer.fusion` averages the learners there). ``None``: no hook."""
         self._rollout: Rollout | None = None
 
     def _new_model(self) -> ActorCritic | CrossSectionalActorCritic:
@@ -613,6 +616,8 @@ class PPOAgent:
                         (policy_loss.detach(), value_loss.detach(), approx_kl, clip_frac, sums.new_ones(()))
                     )
             epochs_run += 1
+            if self.epoch_hook is not None:  # learner fusion: average with the other learners
+                epoch_kl = self.epoch_hook(epoch_kl)
             if cfg.target_kl is not None and float(epoch_kl) > cfg.target_kl:
                 break
 

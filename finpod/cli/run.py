@@ -44,6 +44,16 @@ def run_command(
         typer.Option("--no-report", help="skip plots and report.html (metrics.json and CSVs are written)"),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    backend: Annotated[
+        str | None,
+        typer.Option(help="where pods train: local or ray (default: the spec's tournament.backend)"),
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster to join with --backend ray: auto or HOST:PORT (default: a private Ray)"
+        ),
+    ] = None,
 ) -> None:
     """Train a tournament on SPEC, select on validation, backtest once, write the report."""
     from finpod.cli.overrides import apply_overrides
@@ -51,6 +61,9 @@ def run_command(
     from finpod.spec import Spec
 
     resolved = apply_overrides(Spec.from_toml(spec), overrides or [])
+    placement = {k: v for k, v in (("backend", backend), ("address", address)) if v is not None}
+    if placement:
+        resolved = resolved.with_(tournament=placement)
     result = run(resolved, out=out, resume=resume, console=_console(as_json), report=not no_report)
     if as_json:
         from finpod.pipeline.summary import summary_dict

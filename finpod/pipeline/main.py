@@ -32,6 +32,7 @@ from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.paths import default_data_root
+from finpod.pipeline.backend import pod_backend
 from finpod.pipeline.inputs import (
     adjustment_warning,
     backtest_panel,
@@ -56,9 +57,10 @@ from finpod.pipeline.training import (
     validation_score,
 )
 from finpod.report import metrics_table, write_report
-from finpod.spec import Spec
+from finpod.spec import Spec, TournamentSpec
 from podracer import Leaderboard, Policy, Tournament, TournamentConfig
 from podracer.api import Agent
+from podracer.fusion import fused_agent_factory
 from podracer.orchestrator import STATE_NAME
 
 if TYPE_CHECKING:
@@ -230,18 +232,22 @@ def train(
         return validation_score(panel, eval_config, policy, device)
 
     base = base_agent_config(spec)
-    if resume and (run_dir.tournament / STATE_NAME).is_file():
-        tournament = Tournament.resume(run_dir.tournament, factory, base, make_env, evaluate)
-    else:
-        tournament = Tournament(
-            tournament_config(spec), run_dir.tournament, factory, base, make_env, evaluate
-        )
-    scores = lambda: tournament.leaderboard.scores()  # noqa: E731
-    with (
-        tournament,
-        TrainingMonitor(console, run_dir.tensorboard, spec.tournament.budget_env_steps, scores) as monitor,
-    ):
-        result = tournament.run(on_event=monitor)
+    factory = fused_agent_factory(factory, make_env, spec.tournament.learners)
+    with pod_backend(spec, device) as backend:
+        if resume and (run_dir.tournament / STATE_NAME).is_file():
+            tournament = Tournament.resume(run_dir.tournament, factory, base, make_env, evaluate, backend)
+        else:
+            tournament = Tournament(
+                tournament_config(spec), run_dir.tournament, factory, base, make_env, evaluate, backend
+            )
+        scores = lambda: tournament.leaderboard.scores()  # noqa: E731
+        with (
+            tournament,
+            TrainingMonitor(
+                console, run_dir.tensorboard, spec.tournament.budget_env_steps, scores
+            ) as monitor,
+        ):
+            result = tournament.run(on_event=monitor)
     if not result.leaderboard.entries:
         raise SpecError(
             "the tournament finished without scoring any pod; fix: raise tournament.budget_env_steps "
@@ -252,7 +258,9 @@ def train(
 
 def tournament_config(spec: Spec) -> TournamentConfig:
     """The spec's ``[tournament]`` table (and seed) as podracer's config."""
-    settings = spec.tournament.model_dump(exclude={"ensemble_k"})
+    settings = spec.tournament.model_dump(
+        exclude={*TournamentSpec.AGENT_FIELDS, *TournamentSpec.PLACEMENT_FIELDS}
+    )
     return TournamentConfig(**settings, seed=spec.seed)
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import ray
+from engine._ray_cluster import LocalCluster
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tiny import tiny_bars, tiny_spec, write_tiny_dataset
 
@@ -48,6 +51,52 @@ def test_run_folder_holds_spec_tournament_tensorboard_and_report(finished_run: P
     for folder in (finished_run, finished_run / "validation"):
         for name in ("returns", "equity", "costs", "turnover", "positions", "transactions"):
             assert (folder / f"{name}.csv").is_file()
+
+
+def test_a_run_on_a_ray_cluster_writes_what_a_local_run_writes(
+    finished_run: Path, ray_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    spec_file = finished_run.parent.parent / "tiny.toml"
+    result = run_cli(
+        "run", str(spec_file), "--out", str(tmp_path), "--backend", "ray", "--address", ray_cluster.address
+    )
+    assert result.exit_code == 0, result.stderr
+    (ray_run,) = tmp_path.iterdir()
+    assert ray_run.name.split("-", 2)[2] == finished_run.name.split("-", 2)[2]  # same spec hash
+    assert _listing(ray_run) == _listing(finished_run)
+    for name in ("metrics.json", "report_inputs.json", "tournament/leaderboard/index.json"):
+        assert _shape(json.loads((ray_run / name).read_text())) == _shape(
+            json.loads((finished_run / name).read_text())
+        ), name
+    for column in ("trader", "Sharpe", "max DD", "Calmar", "val. Sharpe", "ensemble_top2", "market"):
+        assert column in result.stdout
+    assert json.loads((ray_run / "spec.json").read_text())["tournament"]["backend"] == "ray"
+    ray.init(address=ray_cluster.address, log_to_driver=False)  # the GCS remembers every actor
+    try:
+        workers = [a for a in ray._private.state.actors().values() if a["ActorClassName"] == "PodWorker"]
+    finally:
+        ray.shutdown()
+    assert workers
+    assert {w["Address"]["IPAddress"] for w in workers} == {"127.0.0.1"}
+
+
+def _listing(run_dir: Path) -> set[str]:
+    """A run folder's files, snapshot digests and event-file names blanked out (reruns left out)."""
+    names = {str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file()}
+    return {
+        re.sub(r"pod-\d+-v\d+-[0-9a-f]+\.pt$", "pod.pt", re.sub(r"tfevents.*", "tfevents", name))
+        for name in names
+        if not name.startswith("rerun")
+    }
+
+
+def _shape(value: object) -> object:
+    """The keys of nested dicts and the element shape of lists, without the values."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(v) for v in value[:1]]
+    return "value"
 
 
 def test_backtest_rerun_reproduces_the_saved_returns(finished_run: Path) -> None:

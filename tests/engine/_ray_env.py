@@ -1,4 +1,4 @@
-"""The environment every Ray process of the tests shares; import this before anything imports Ray.
+"""The environment every Ray process of the tests shares; ``tests/conftest.py`` imports it first.
 
 Ray reads these once per process (at import, and when it spawns a node's processes), so the test
 driver, the head and every worker node must see the same values: loopback addresses only, no usage

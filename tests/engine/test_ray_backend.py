@@ -1,7 +1,7 @@
 """The Ray backend on a real local Ray cluster on 127.0.0.1: a head and worker nodes as separate processes.
 
-One cluster for the module (``ray.cluster_utils.Cluster``: a real GCS and a raylet per node, each node
-its own processes), one CPU per node, one pod worker per CPU. The chaos test kills a pod worker's
+The session's cluster (``ray.cluster_utils.Cluster``: a real GCS and a raylet per node, each node its
+own processes), one CPU per node, one pod worker per CPU. The chaos test kills a pod worker's
 process mid-round, removes a node and adds one while a tiny tournament runs to its budget, then checks
 the events, the budget, and that the leaderboard lost nothing. Every process is stopped at the end,
 also when a test fails.
@@ -12,15 +12,15 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import ray
 import torch
 
-from engine import _ray_env  # noqa: F401  (first: the Ray environment of every process)
+from engine._ray_cluster import LocalCluster, wait_for
 from engine._tournament_kit import (
     ROUND_ENV_STEPS,
     TINY_PPO,
@@ -37,66 +37,20 @@ from podracer.errors import SnapshotError, TournamentError
 from podracer.orchestrator import LEADERBOARD_DIR, STATE_NAME
 from podracer.pod import Pod
 
-ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
-
-TESTS_DIR = Path(__file__).resolve().parents[1]
-FAST_FAILURE_DETECTION = {"health_check_period_ms": 500, "health_check_failure_threshold": 4}
-
-
-class _NodeCluster:
-    """The module's cluster: its ``Cluster`` and the worker nodes added so far."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.extra_nodes: list[Any] = []
-
-    def add_node(self) -> None:
-        self.extra_nodes.append(self.cluster.add_node(num_cpus=1, wait=True))
-
-    def remove_node(self) -> None:
-        self.cluster.remove_node(self.extra_nodes.pop(), allow_graceful=True)
-
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[_NodeCluster]:
-    """A head (1 CPU) and one worker node (1 CPU) on 127.0.0.1, with this process connected as driver."""
-    saved = os.environ.get("PYTHONPATH")
-    # pod workers import the test kit (engine._tournament_kit) by name, as the driver does
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS_DIR), saved) if p)
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 1,
-            "include_dashboard": False,
-            "node_ip_address": "127.0.0.1",
-            "_system_config": FAST_FAILURE_DETECTION,
-        },
-    )
-    nodes = _NodeCluster(cluster)
+def cluster(ray_cluster: LocalCluster) -> Iterator[LocalCluster]:
+    """The session's cluster (a head and a worker node, 1 CPU each), with this process as its driver."""
+    ray.init(address=ray_cluster.address, log_to_driver=False)
     try:
-        nodes.add_node()
-        ray.init(address=cluster.address, log_to_driver=False)
         assert {node["NodeManagerAddress"] for node in ray.nodes()} == {"127.0.0.1"}
-        yield nodes
+        yield ray_cluster
     finally:
         ray.shutdown()
-        cluster.shutdown()
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
-
-
-def _wait_for(condition: Any, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting for the cluster"
-        time.sleep(0.1)
 
 
 def test_a_tournament_survives_a_killed_worker_and_a_node_leaving_and_joining(
-    cluster: _NodeCluster, tmp_path: Path
+    cluster: LocalCluster, tmp_path: Path
 ) -> None:
     backend = RayBackend(cpus_per_pod=1.0)
     assert backend.slots() == 2
@@ -120,11 +74,11 @@ def test_a_tournament_survives_a_killed_worker_and_a_node_leaving_and_joining(
                 chaos.append(f"killed pod {victims[0].pod_id}")
         elif len(chaos) == 1 and rounds >= 10:
             cluster.remove_node()
-            _wait_for(lambda: backend.slots() == 1)
+            wait_for(lambda: backend.slots() == 1)
             chaos.append("node removed")
         elif len(chaos) == 2 and rounds >= 14:
             cluster.add_node()
-            _wait_for(lambda: backend.slots() == 2)
+            wait_for(lambda: backend.slots() == 2)
             chaos.append("node added")
 
     budget = 24 * ROUND_ENV_STEPS
@@ -133,9 +87,11 @@ def test_a_tournament_survives_a_killed_worker_and_a_node_leaving_and_joining(
         result = new_tournament(tmp_path, config, backend).run(on_event)
     finally:
         backend.shutdown()
-    assert [c.split(" pod")[0] for c in chaos] == ["killed", "node removed", "node added"]
-
     events = read_events(tmp_path)
+    assert [c.split(" pod")[0] for c in chaos] == ["killed", "node removed", "node added"], [
+        (e["kind"], e["pod_id"], e["data"].get("error") or e["data"].get("reason")) for e in events
+    ]
+
     kinds = [e["kind"] for e in events]
     crashed = [e for e in events if e["kind"] == "pod_crashed"]
     assert crashed
@@ -171,7 +127,7 @@ def test_a_tournament_survives_a_killed_worker_and_a_node_leaving_and_joining(
     assert (tmp_path / STATE_NAME).is_file()
 
 
-def test_a_round_that_raises_crashes_only_that_round(cluster: _NodeCluster) -> None:
+def test_a_round_that_raises_crashes_only_that_round(cluster: LocalCluster) -> None:
     del cluster
     backend = RayBackend(cpus_per_pod=1.0, max_slots=1)
     pod = Pod(

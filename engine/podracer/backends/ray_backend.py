@@ -37,6 +37,7 @@ import itertools
 import logging
 import math
 import os
+import socket
 import sys
 import threading
 import time
@@ -62,6 +63,8 @@ T = TypeVar("T")
 
 LOOPBACK = "127.0.0.1"
 """Address a Ray started by :func:`connect` binds."""
+CONNECT_TIMEOUT_S = 5.0
+"""How long :func:`connect` waits for a cluster's head to accept a connection, seconds."""
 RESOURCE_EPSILON = 1e-9
 """Slack on resource division (Ray reports fractional resources as floats)."""
 
@@ -129,6 +132,7 @@ def connect(address: str | None = None, *, include_dashboard: bool = False) -> b
                 log_to_driver=False,
             )
         else:
+            _check_reachable(address)
             ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     except TournamentError:
         raise
@@ -139,6 +143,21 @@ def connect(address: str | None = None, *, include_dashboard: bool = False) -> b
             "RAY_AUTH_MODE / RAY_AUTH_TOKEN match the cluster's"
         ) from None
     return True
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast when a ``host:port`` address accepts no connection (``ray.init`` retries for minutes).
+
+    Raises:
+        ConnectionError: nothing listens there within :data:`CONNECT_TIMEOUT_S`.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto", "ray://...", or a name Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers at {address} ({exc.strerror or exc})") from None
 
 
 class PodWorker:

@@ -1,0 +1,51 @@
+"""Where a run's pods train: the spec's ``[tournament] backend`` as a podracer backend.
+
+``local`` is podracer's own thread pool (the tournament makes it; nothing to do here). ``ray`` joins
+the Ray cluster at ``tournament.address`` (or starts a private Ray on 127.0.0.1) and runs each pod
+on a Ray actor reserving ``cpus_per_pod`` CPUs and ``gpus_per_pod`` of a GPU; the pool follows the
+cluster, capped at ``pool_size``. Ray is imported only for a Ray run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+from finpod.errors import SpecError
+from finpod.spec import Spec
+from podracer import Backend, TournamentError
+
+
+@contextmanager
+def pod_backend(spec: Spec, device: torch.device) -> Iterator[Backend | None]:
+    """The backend the spec asks for (``None``: the tournament's own local one), shut down on exit.
+
+    Raises:
+        SpecError: a CUDA run on Ray with no GPU share per pod, or Ray cannot be reached.
+    """
+    settings = spec.tournament
+    if settings.backend == "local":
+        yield None
+        return
+    if device.type == "cuda" and settings.gpus_per_pod == 0:
+        raise SpecError(
+            'tournament.gpus_per_pod: 0 with device "cuda" leaves Ray pods no GPU; fix: set gpus_per_pod '
+            '(e.g. 0.25 for four pods a GPU) or device = "cpu"'
+        )
+    from podracer.backends.ray_backend import RayBackend
+
+    try:
+        backend = RayBackend(
+            settings.address,
+            cpus_per_pod=settings.cpus_per_pod,
+            gpus_per_pod=settings.gpus_per_pod,
+            max_slots=settings.pool_size,
+        )
+    except TournamentError as exc:
+        raise SpecError(f"tournament.backend = 'ray': {exc}") from None
+    try:
+        yield backend
+    finally:
+        backend.shutdown()

@@ -26,7 +26,7 @@ class LedgerRecorder:
     """Device buffers ``(n, ...)`` for the ``n`` bars of a segment, copied to the host once.
 
     Row 0 is the segment's first bar (all cash); row ``k`` is what the env's step ``k`` returned
-    (its ``info``, or the fields of a :class:`~finpod.env.dynamics.StepOutput`) for env 0. Nothing
+    (its ``info``, or the fields of a :class:`~finpod.env.dynamics.StepOutput`) for one env of the batch. Nothing
     syncs with the host until :meth:`ledger`.
 
     Args:
@@ -34,10 +34,13 @@ class LedgerRecorder:
         segment: the segment the env runs over in one episode.
         config: the env's settings (initial cash, fill mode, half-spread).
         device: where the env runs.
+        env_index: which env of a batch this recorder follows (row ``env_index`` of every ``info``).
     """
 
-    def __init__(self, panel: Panel, segment: str, config: EnvConfig, device: torch.device) -> None:
-        self._panel, self._config = panel, config
+    def __init__(
+        self, panel: Panel, segment: str, config: EnvConfig, device: torch.device, env_index: int = 0
+    ) -> None:
+        self._panel, self._config, self._env = panel, config, env_index
         self.start, stop = panel.segment(segment)
         self.num_bars = n = stop - self.start
         m = panel.num_assets
@@ -49,14 +52,15 @@ class LedgerRecorder:
         self._bar = torch.arange(n, dtype=torch.int64, device=device) + self.start
 
     def record(self, row: int, info: Mapping[str, torch.Tensor]) -> None:
-        """Store env 0's ``equity_usd``, ``cash_usd``, ``shares``, ``cost_usd``, ``traded_usd`` and
-        ``bar_index`` in row ``row``."""
-        self._equity[row] = info["equity_usd"][0]
-        self._cash[row] = info["cash_usd"][0]
-        self._shares[row] = info["shares"][0]
-        self._cost[row] = info["cost_usd"][0]
-        self._traded[row] = info["traded_usd"][0]
-        self._bar[row] = info["bar_index"][0]
+        """Store the followed env's ``equity_usd``, ``cash_usd``, ``shares``, ``cost_usd``,
+        ``traded_usd`` and ``bar_index`` in row ``row``."""
+        env = self._env
+        self._equity[row] = info["equity_usd"][env]
+        self._cash[row] = info["cash_usd"][env]
+        self._shares[row] = info["shares"][env]
+        self._cost[row] = info["cost_usd"][env]
+        self._traded[row] = info["traded_usd"][env]
+        self._bar[row] = info["bar_index"][env]
 
     def ledger(self) -> Ledger:
         """The recorded account as a :class:`Ledger` (host numpy arrays).

@@ -27,7 +27,7 @@ from rich.console import Console
 
 import finpod
 from finpod.backtest.result import BacktestResult
-from finpod.backtest.runner import run_backtest
+from finpod.backtest.runner import run_backtest, threads_for
 from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
@@ -335,4 +335,5 @@ def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]
         "torch_threads_per_pod": spec.tournament.torch_threads_per_pod,
         "python_version": platform.python_version(),
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "torch_threads": {"training": torch.get_num_threads(), "evaluation": threads_for(1)},
     }

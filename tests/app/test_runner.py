@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from finpod.backtest.runner import run_backtest
+from finpod.backtest.runner import SMALL_BATCH_ROWS, run_backtest, run_policies, run_policy, threads_for
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
 
@@ -70,3 +71,43 @@ def test_run_policy_does_not_read_the_env_on_the_host_per_step(
         ledger = run_policy(tiny_panel, "backtest", config, _constant([0.0, 1.0, 0.0]), CPU)  # type: ignore[arg-type]
     reference = run_policy(tiny_panel, "backtest", config, _constant([0.0, 1.0, 0.0]), CPU)  # type: ignore[arg-type]
     assert ledger.equity_usd.tolist() == reference.equity_usd.tolist()
+
+
+def _tilted(seed: int) -> object:
+    """A state-dependent policy (reads the observation), different per seed."""
+    weights = torch.rand(3, generator=torch.Generator().manual_seed(seed))
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        wobble = torch.sin(obs.sum(dim=1, keepdim=True))
+        return (weights + 0.3 * wobble).clamp(0.0, 1.0)
+
+    return act
+
+
+def test_one_batched_pass_equals_one_pass_per_policy(tiny_panel: Panel) -> None:
+    config = EnvConfig(initial_cash_usd=CASH_USD, fee_rate=FEE_RATE, max_participation=1.0)
+    policies = [_tilted(seed) for seed in range(4)]
+    batched = run_policies(tiny_panel, "backtest", config, policies, CPU)
+    for policy, ledger in zip(policies, batched, strict=True):
+        alone = run_policy(tiny_panel, "backtest", config, policy, CPU)
+        for field in ("equity_usd", "cash_usd", "shares", "cost_usd", "traded_usd", "fill_price_usd"):
+            np.testing.assert_array_equal(getattr(ledger, field), getattr(alone, field), err_msg=field)
+    assert len({float(ledger.equity_usd[-1]) for ledger in batched}) == len(policies)
+
+
+def test_small_batches_run_on_one_thread_and_restore_the_setting(tiny_panel: Panel) -> None:
+    seen: list[int] = []
+
+    def watching(obs: torch.Tensor) -> torch.Tensor:
+        seen.append(torch.get_num_threads())
+        return torch.ones((obs.shape[0], 3))
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        run_policy(tiny_panel, "backtest", EnvConfig(initial_cash_usd=CASH_USD), watching, CPU)
+        assert set(seen) == {threads_for(1)} == {1}
+        assert torch.get_num_threads() == 2
+        assert threads_for(SMALL_BATCH_ROWS) == 2
+    finally:
+        torch.set_num_threads(before)

@@ -26,8 +26,8 @@ class LedgerRecorder:
     """Device buffers ``(n, ...)`` for the ``n`` bars of a segment, copied to the host once.
 
     Row 0 is the segment's first bar (all cash); row ``k`` is what the env's step ``k`` returned
-    (its ``info``, or the fields of a :class:`~finpod.env.dynamics.StepOutput`) for one env of the batch. Nothing
-    syncs with the host until :meth:`ledger`.
+    (its ``info``, or the fields of a :class:`~finpod.env.dynamics.StepOutput`) for one env of the
+    batch. Nothing syncs with the host until :meth:`ledger`.
 
     Args:
         panel: the market the env trades (symbols, prices).

@@ -76,7 +76,7 @@ def run_command(
                 "report_html": None if html is None else str(html),
                 "metrics_json": str(result.run_dir / "metrics.json"),
                 "status": "done",
-                **summary_dict(result.backtest, result.validation),
+                **summary_dict(result.backtest, result.validation, result.run_dir),
             }
         )
 
@@ -98,7 +98,11 @@ def backtest_command(
     result, folder = rerun_backtest(run_dir, segment, console=_console(as_json), out=out)
     if as_json:
         print_json(
-            {"run_dir": str(Path(run_dir).resolve()), "csv_dir": str(folder), **summary_dict(result, None)}
+            {
+                "run_dir": str(Path(run_dir).resolve()),
+                "csv_dir": str(folder),
+                **summary_dict(result, None, Path(run_dir).resolve()),
+            }
         )
 
 

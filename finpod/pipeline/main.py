@@ -205,7 +205,7 @@ def run(
         )
         run_dir.record_integrity()
         run_dir.set_status("done")
-        print_summary(console, backtest, validation, paths.html if report else None)
+        print_summary(console, backtest, validation, paths.html if report else None, run_dir.root)
         return RunResult(run_dir.root, spec, validation, backtest, entries, paths.html)
 
 

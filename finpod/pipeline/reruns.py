@@ -79,7 +79,7 @@ def rerun_backtest(
     default = Path(run_dir).expanduser().resolve() / RERUN_DIR / segment
     folder = default if out is None else Path(out).expanduser().resolve()
     write_segment(result, folder)
-    print_summary(console, result, None, None)
+    print_summary(console, result, None, None, Path(run_dir).expanduser().resolve())
     console.print(f"pyfolio CSVs: {folder}", soft_wrap=True)
     return result, folder
 

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from finpod.backtest.result import BacktestResult
 from finpod.report import metrics_table
+from finpod.report.verdict import segment_verdicts, validation_trial_scores
 
 PERCENT_COLUMNS = ("cumulative_return", "annual_return", "annual_volatility", "max_drawdown")
 RATIO_COLUMNS = ("sharpe_ratio", "sortino_ratio", "calmar_ratio")
@@ -44,12 +45,15 @@ def segment_table(backtest: BacktestResult, validation: BacktestResult | None = 
     return table
 
 
-def summary_dict(backtest: BacktestResult, validation: BacktestResult | None) -> dict[str, Any]:
+def summary_dict(
+    backtest: BacktestResult, validation: BacktestResult | None, run_dir: Path | None = None
+) -> dict[str, Any]:
     """The summary as plain JSON-ready data: segment dates and every trader's figures (NaN -> None).
 
     Keys: ``segment``, ``start``, ``end`` (ISO dates), ``traders`` (``{name: {metric: number}}``,
     fractions and ratios as in ``metrics.json``), ``validation_sharpe`` (``{name: number}``, when a
-    validation result is given) and ``notes``.
+    validation result is given), ``notes`` and ``verdict`` (``{trader: verdict}`` against equal
+    weight, as in ``metrics.json``; the DSR counts the trials of ``run_dir``'s tournament log).
     """
     figures = metrics_table(backtest).to_dict(orient="index")
     out: dict[str, Any] = {
@@ -62,14 +66,26 @@ def summary_dict(backtest: BacktestResult, validation: BacktestResult | None) ->
     if validation is not None:
         sharpe = metrics_table(validation)["sharpe_ratio"].to_dict()
         out["validation_sharpe"] = {str(name): _plain(value) for name, value in sharpe.items()}
+    trials = [] if run_dir is None else validation_trial_scores(run_dir)
+    out["verdict"] = {name: verdict.to_json() for name, verdict in segment_verdicts(backtest, trials).items()}
     return out
 
 
 def print_summary(
-    console: Console, backtest: BacktestResult, validation: BacktestResult | None, report_html: Path | None
+    console: Console,
+    backtest: BacktestResult,
+    validation: BacktestResult | None,
+    report_html: Path | None,
+    run_dir: Path | None = None,
 ) -> None:
-    """Print the segment table, the backtest notes and the report's path."""
+    """Print the segment table, one verdict line per learned trader, the notes and the report's path.
+
+    The verdict's DSR counts the validation scores in ``run_dir``'s tournament log (none: no DSR).
+    """
     console.print(segment_table(backtest, validation))
+    trials = [] if run_dir is None else validation_trial_scores(run_dir)
+    for verdict in segment_verdicts(backtest, trials).values():
+        console.print(f"verdict: {verdict.sentence}", soft_wrap=True, markup=False)
     for note in backtest.notes:
         console.print(f"note: {note}")
     if report_html is not None:

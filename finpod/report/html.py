@@ -112,6 +112,7 @@ def render_html(
     notes: list[str],
     caveats: list[str] | None = None,
     winner: WinnerDetails | None = None,
+    verdicts: list[dict[str, Any]] | None = None,
 ) -> str:
     """Fill the report template.
 
@@ -129,6 +130,8 @@ def render_html(
         notes: caveats and notes, one sentence each.
         caveats: warnings shown at the top of the page (e.g. a segment shorter than a year).
         winner: the selected agent's lineage and hyper-parameters, or ``None``.
+        verdicts: each learned trader against equal weight
+            (:meth:`finpod.report.verdict.Verdict.to_json`), shown at the top of the page.
 
     Returns:
         The whole HTML document.
@@ -152,5 +155,6 @@ def render_html(
         notes=notes,
         caveats=caveats or [],
         winner=winner,
+        verdicts=verdicts or [],
         sessions_per_year=SESSIONS_PER_YEAR,
     )

@@ -20,7 +20,9 @@ Layout of ``out_dir`` (everything written atomically):
      "tearsheet_note": null | "why pyfolio could not draw it",
      "segments": {"backtest" | "validation": {
          "segment", "start", "end" (ISO dates), "benchmark_name", "initial_cash_usd", "notes": [...],
-         "traders": {name: {"kind": "trader" | "baseline", "metrics": {metric: number | null}}}}}}
+         "traders": {name: {"kind": "trader" | "baseline", "metrics": {metric: number | null}}}}},
+     "verdict": {"benchmark": "equal_weight", "segment": "backtest", "confidence": 0.95,
+         "bootstrap": {...}, "num_trials": N, "traders": {name: {see finpod.report.verdict.Verdict}}}}
 
 ``null`` marks an undefined figure (NaN or infinite: zero volatility, too few sessions).
 :func:`rebuild_report` needs only ``metrics.json``, ``report_inputs.json`` and the CSVs.
@@ -61,6 +63,16 @@ from finpod.report.summary import (
     winner_details,
 )
 from finpod.report.tearsheet import TearSheet, write_tearsheet
+from finpod.report.verdict import (
+    BENCHMARK_NAME,
+    BOOTSTRAP_SAMPLES,
+    BOOTSTRAP_SEED,
+    CONFIDENCE,
+    Verdict,
+    segment_verdicts,
+    validation_trial_scores,
+)
+from finpod.report.verdict_plot import render_excess_return_plot
 
 METRICS_SCHEMA_VERSION = 1
 """Version of ``metrics.json``'s layout; bumped on any incompatible change."""
@@ -190,6 +202,7 @@ def write_report(
         if render
         else TearSheet(None, None, [], NOT_RENDERED_NOTE)
     )
+    verdicts = segment_verdicts(backtest, validation_trial_scores(out_dir))
     segments = {"backtest": _segment_meta(backtest, backtest_metrics)}
     if validation is not None and validation_metrics is not None:
         segments["validation"] = _segment_meta(validation, validation_metrics)
@@ -206,6 +219,7 @@ def write_report(
         "primary_trader": primary.name,
         "tearsheet_note": tearsheet.note,
         "segments": segments,
+        "verdict": verdict_json(verdicts),
     }
     write_text_atomic(out_dir / METRICS_FILE, _json_text(metrics_json))
     if not render:
@@ -222,6 +236,7 @@ def write_report(
         )
 
     plots = render_plots(backtest, history, out_dir / PLOTS_DIR)
+    plots.insert(min(2, len(plots)), render_excess_return_plot(backtest, out_dir / PLOTS_DIR))
     html = render_html(
         title=str(run_info.get("run_id", out_dir.name)),
         run_info=run_info,
@@ -242,6 +257,7 @@ def write_report(
         notes=report_notes(backtest, validation, tearsheet.note),
         caveats=short_segment_caveats(backtest, validation),
         winner=winner_details(leaderboard_entries, _ensemble_k(spec)),
+        verdicts=[verdict.to_json() for verdict in verdicts.values()],
     )
     write_text_atomic(out_dir / HTML_FILE, html)
     return ReportPaths(
@@ -255,6 +271,24 @@ def write_report(
         tearsheet=tearsheet.path,
         validation_dir=None if validation is None else out_dir / VALIDATION_DIR,
     )
+
+
+def verdict_json(verdicts: dict[str, Verdict]) -> dict[str, Any]:
+    """The ``verdict`` block of ``metrics.json``: every learned trader against equal weight."""
+    num_trials = next(iter(verdicts.values())).num_trials if verdicts else 0
+    return {
+        "benchmark": BENCHMARK_NAME,
+        "segment": "backtest",
+        "confidence": CONFIDENCE,
+        "bootstrap": {
+            "method": "stationary bootstrap of paired daily returns, mean block n^(1/3) sessions",
+            "samples": BOOTSTRAP_SAMPLES,
+            "seed": BOOTSTRAP_SEED,
+        },
+        "num_trials": num_trials,
+        "statistic": "PSR and DSR are of the daily active return (trader - equal weight)",
+        "traders": {name: verdict.to_json() for name, verdict in verdicts.items()},
+    }
 
 
 def _ensemble_k(spec: dict[str, Any]) -> int | None:

@@ -48,6 +48,7 @@ def test_report_lists_every_file(report: ReportPaths) -> None:
         "monthly_returns",
         "holdings",
         "leaderboard",
+        "excess_return",
     }
     for path in [
         *report.plots.values(),

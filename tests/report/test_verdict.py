@@ -1,0 +1,168 @@
+"""The verdict's statistics: PSR, DSR (against the paper's worked example), bootstrap, report wiring."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from finpod.pipeline.summary import summary_dict
+from finpod.report import write_report
+from finpod.report.verdict import (
+    EVENTS_FILE,
+    deflated_sharpe_ratio,
+    expected_maximum_sharpe,
+    judge,
+    mean_block_length,
+    probabilistic_sharpe_ratio,
+    stationary_bootstrap_indices,
+    validation_trial_scores,
+)
+from report.conftest import RUN_INFO, SPEC
+from report.synthetic import make_backtest, make_entries, make_history
+
+PAPER_DAYS_PER_YEAR = 250
+"""The paper annualises with 250 sessions a year (T = 1,250 daily observations = 5 years)."""
+
+
+def test_dsr_reproduces_the_worked_example_of_bailey_and_lopez_de_prado() -> None:
+    """Bailey, D. H. and López de Prado, M. (2014), "The Deflated Sharpe Ratio: Correcting for
+    Selection Bias, Backtest Overfitting and Non-Normality", Journal of Portfolio Management 40(5),
+    94-107, numerical example: N = 100 trials whose annualised Sharpe ratios have variance 1/2, a
+    selected strategy with annualised SR 2.5 over T = 1,250 daily observations, skewness -3 and
+    kurtosis 10. The paper finds the expected maximum SR0 = 0.1132 (daily) and DSR = 0.9004.
+    """
+    daily_sharpe = 2.5 / math.sqrt(PAPER_DAYS_PER_YEAR)
+    daily_variance = 0.5 / PAPER_DAYS_PER_YEAR
+    assert expected_maximum_sharpe(100, daily_variance) == pytest.approx(0.1132, abs=5e-5)
+    dsr = deflated_sharpe_ratio(daily_sharpe, 1250, -3.0, 10.0, 100, daily_variance)
+    assert dsr == pytest.approx(0.9004, abs=5e-5)
+
+
+def test_psr_is_one_half_at_the_benchmark_and_matches_the_normal_case() -> None:
+    assert probabilistic_sharpe_ratio(0.1, 0.1, 500, -1.0, 6.0) == pytest.approx(0.5)
+    sharpe, num_obs = 0.08, 250
+    expected = stats.norm.cdf(sharpe * math.sqrt(num_obs - 1) / math.sqrt(1 + sharpe**2 / 2))
+    assert probabilistic_sharpe_ratio(sharpe, 0.0, num_obs, 0.0, 3.0) == pytest.approx(expected)
+    # negative skew and fat tails widen the estimate's spread: less confidence in the same Sharpe
+    assert probabilistic_sharpe_ratio(sharpe, 0.0, num_obs, -2.0, 12.0) < expected
+    assert math.isnan(probabilistic_sharpe_ratio(math.nan, 0.0, num_obs, 0.0, 3.0))
+
+
+def test_more_trials_raise_the_bar() -> None:
+    assert expected_maximum_sharpe(1, 0.01) == 0.0
+    bars = [expected_maximum_sharpe(n, 0.01) for n in (2, 10, 100, 1000)]
+    assert bars == sorted(bars)
+    assert expected_maximum_sharpe(100, 0.04) == pytest.approx(2 * expected_maximum_sharpe(100, 0.01))
+
+
+def test_stationary_bootstrap_draws_blocks_of_the_mean_length() -> None:
+    rng = np.random.default_rng(0)
+    rows = stationary_bootstrap_indices(200, 500, 5.0, rng)
+    assert rows.shape == (500, 200)
+    assert rows.min() >= 0
+    assert rows.max() < 200
+    continues = (rows[:, 1:] - rows[:, :-1]) % 200 == 1
+    assert 1.0 / (1.0 - continues.mean()) == pytest.approx(5.0, rel=0.1)
+    again = stationary_bootstrap_indices(200, 500, 5.0, np.random.default_rng(0))
+    assert np.array_equal(rows, again)
+    assert mean_block_length(252) == pytest.approx(252 ** (1 / 3))
+
+
+def _series(values: np.ndarray) -> pd.Series:
+    return pd.Series(values, index=pd.date_range("2021-01-04", periods=len(values), freq="B", tz="UTC"))
+
+
+def test_a_skilled_trader_beats_equal_weight_significantly() -> None:
+    rng = np.random.default_rng(1)
+    benchmark = rng.normal(0.0004, 0.01, 500)
+    trader = benchmark + rng.normal(0.001, 0.002, 500)
+    verdict = judge("best", _series(trader), _series(benchmark), [0.5, 0.7, 0.9, 1.1])
+    assert verdict.beat
+    assert verdict.significant
+    low, high = verdict.sharpe_difference_ci
+    assert low is not None
+    assert high is not None
+    assert 0.0 < low < verdict.sharpe_difference < high  # type: ignore[operator]
+    assert verdict.psr is not None
+    assert verdict.psr > 0.99
+    assert verdict.dsr is not None
+    assert verdict.dsr > 0.95
+    assert verdict.num_trials == 4
+    assert verdict.tracking_error == pytest.approx(np.std(trader - benchmark, ddof=1) * math.sqrt(252))
+    assert verdict.sentence.startswith("best beat equal weight by +")
+    assert "DSR" in verdict.sentence
+
+
+def test_a_lucky_pick_among_many_trials_is_deflated() -> None:
+    rng = np.random.default_rng(2)
+    benchmark = rng.normal(0.0004, 0.01, 250)
+    trader = benchmark + rng.normal(0.0002, 0.003, 250)  # a small edge, or luck
+    few = judge("best", _series(trader), _series(benchmark), [1.0, 1.2])
+    many = judge("best", _series(trader), _series(benchmark), list(rng.normal(1.0, 1.0, 400)))
+    assert few.psr == many.psr
+    assert many.dsr is not None
+    assert few.dsr is not None
+    assert many.dsr < few.dsr
+    assert many.dsr < 0.95
+
+
+def test_no_skill_gives_an_interval_around_zero_and_no_dsr_without_trials() -> None:
+    rng = np.random.default_rng(3)
+    benchmark = rng.normal(0.0004, 0.01, 250)
+    trader = benchmark + rng.normal(0.0, 0.003, 250)
+    verdict = judge("best", _series(trader), _series(benchmark), [])
+    low, high = verdict.sharpe_difference_ci
+    assert low is not None
+    assert high is not None
+    assert low < 0.0 < high
+    assert verdict.significant is False
+    assert verdict.dsr is None
+    assert verdict.num_trials == 0
+    assert judge("best", _series(trader[:2]), _series(benchmark[:2]), []).sharpe_difference is None
+
+
+def _write_events(run_dir: Path, scores: list[float]) -> None:
+    path = run_dir / EVENTS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps({"kind": "pod_started", "pod_id": 0, "data": {}})]
+    lines += [json.dumps({"kind": "round_finished", "pod_id": 0, "data": {"score": s}}) for s in scores]
+    lines.append('{"kind": "round_finished", "data": {"sco')  # a line cut by a kill
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def test_every_round_score_of_the_event_log_is_a_trial(tmp_path: Path) -> None:
+    assert validation_trial_scores(tmp_path) == []
+    _write_events(tmp_path, [0.1, -0.3, 1.2])
+    assert validation_trial_scores(tmp_path) == [0.1, -0.3, 1.2]
+
+
+def test_metrics_json_html_and_summary_carry_the_verdict(tmp_path: Path) -> None:
+    scores = [float(s) for s in np.random.default_rng(4).normal(0.8, 0.5, 30)]
+    _write_events(tmp_path, scores)
+    backtest = make_backtest()
+    paths = write_report(
+        tmp_path,
+        backtest=backtest,
+        validation=None,
+        spec=SPEC,
+        leaderboard_history=make_history(),
+        leaderboard_entries=make_entries(),
+        run_info=RUN_INFO,
+        render=False,
+    )
+    verdict = json.loads(paths.metrics_json.read_text(encoding="utf-8"))["verdict"]
+    assert verdict["benchmark"] == "equal_weight"
+    assert verdict["num_trials"] == 30
+    assert set(verdict["traders"]) == {"best", "ensemble_top3"}
+    best = verdict["traders"]["best"]
+    traders = backtest.traders
+    expected = judge("best", traders["best"].returns, traders["equal_weight"].returns, scores)
+    assert best == json.loads(json.dumps(expected.to_json()))
+    assert best["sentence"].startswith("best ")
+    assert summary_dict(backtest, None, tmp_path)["verdict"]["best"] == best

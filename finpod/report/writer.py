@@ -7,7 +7,8 @@ Layout of ``out_dir`` (everything written atomically):
 - ``returns.csv``, ``equity.csv``, ``costs.csv``, ``turnover.csv``, ``positions.csv``,
   ``transactions.csv``: the backtest segment in pyfolio format (see :mod:`finpod.report.artifacts`);
   ``validation/`` holds the same files for the validation segment when one was given.
-- ``plots/<name>.png``: every figure of the page; ``tearsheet.png``: pyfolio's returns tear sheet.
+- ``plots/<name>.png``: every figure of the page; ``plots/pyfolio_<name>.png``: the pyfolio panels
+  (returns, positions, transactions and round-trip tear sheets of the selected trader).
 - ``report_inputs.json``: the spec, leaderboard history and entries, and run info the page shows.
 
 ``metrics.json`` (``schema_version`` :data:`METRICS_SCHEMA_VERSION`)::
@@ -17,7 +18,7 @@ Layout of ``out_dir`` (everything written atomically):
      "conventions": {...},
      "run_info": {...},
      "primary_trader": "best",
-     "tearsheet_note": null | "why pyfolio could not draw it",
+     "tearsheet_note": null | "which pyfolio panels were not drawn, and why",
      "segments": {"backtest" | "validation": {
          "segment", "start", "end" (ISO dates), "benchmark_name", "initial_cash_usd", "notes": [...],
          "traders": {name: {"kind": "trader" | "baseline", "metrics": {metric: number | null}}}}},
@@ -54,7 +55,7 @@ from finpod.report.metrics import (
     benchmark_returns_of,
     segment_metrics,
 )
-from finpod.report.plots import primary_trader, render_plots
+from finpod.report.plots import primary_trader, render_plots, rolling_sharpe_window
 from finpod.report.summary import (
     headline,
     report_notes,
@@ -62,7 +63,7 @@ from finpod.report.summary import (
     spec_summary,
     winner_details,
 )
-from finpod.report.tearsheet import TearSheet, write_tearsheet
+from finpod.report.tearsheet import SECTIONS, TearSheet, write_tearsheet
 from finpod.report.verdict import (
     BENCHMARK_NAME,
     BOOTSTRAP_SAMPLES,
@@ -80,7 +81,6 @@ HTML_FILE = "report.html"
 METRICS_FILE = "metrics.json"
 INPUTS_FILE = "report_inputs.json"
 PLOTS_DIR = "plots"
-TEARSHEET_FILE = "tearsheet.png"
 VALIDATION_DIR = "validation"
 NOT_RENDERED_NOTE = "report not rendered (--no-report); fix: `finpod report RUN_DIR` renders it"
 
@@ -95,7 +95,7 @@ class ReportPaths:
         metrics_json: ``metrics.json``.
         returns_csv, positions_csv, transactions_csv: the backtest segment in pyfolio format.
         plots: figure name -> PNG path.
-        tearsheet: the tear sheet PNG, or ``None`` when pyfolio could not draw it.
+        tearsheets: pyfolio panel name -> PNG path (returns, positions, transactions, round trips).
         validation_dir: the validation segment's CSV folder, or ``None``.
     """
 
@@ -106,7 +106,7 @@ class ReportPaths:
     positions_csv: Path
     transactions_csv: Path
     plots: dict[str, Path]
-    tearsheet: Path | None
+    tearsheets: dict[str, Path]
     validation_dir: Path | None
 
 
@@ -193,14 +193,14 @@ def write_report(
     primary = primary_trader(backtest)
     tearsheet = (
         write_tearsheet(
-            primary.returns,
+            primary,
             benchmark_returns_of(backtest),
-            trader_name=primary.name,
             benchmark_name=backtest.benchmark_name,
-            path=out_dir / TEARSHEET_FILE,
+            rolling_window=rolling_sharpe_window(len(primary.returns)),
+            plots_dir=out_dir / PLOTS_DIR,
         )
         if render
-        else TearSheet(None, None, [], NOT_RENDERED_NOTE)
+        else TearSheet([], [], [NOT_RENDERED_NOTE])
     )
     verdicts = segment_verdicts(backtest, validation_trial_scores(out_dir))
     segments = {"backtest": _segment_meta(backtest, backtest_metrics)}
@@ -231,7 +231,7 @@ def write_report(
             positions_csv=out_dir / POSITIONS_FILE,
             transactions_csv=out_dir / TRANSACTIONS_FILE,
             plots={},
-            tearsheet=None,
+            tearsheets={},
             validation_dir=None if validation is None else out_dir / VALIDATION_DIR,
         )
 
@@ -247,12 +247,13 @@ def write_report(
         if validation is None or validation_metrics is None
         else _html_segment(validation, validation_metrics),
         plots=[HtmlImage(plot.title, plot.png) for plot in plots],
-        tearsheet=None
-        if tearsheet.png is None
-        else HtmlImage(
-            f"pyfolio returns tear sheet of {primary.name} vs {backtest.benchmark_name}", tearsheet.png
-        ),
+        tearsheet_sections=[
+            (section, [HtmlImage(p.title, p.png) for p in tearsheet.panels if p.section == section])
+            for section in SECTIONS
+            if any(p.section == section for p in tearsheet.panels)
+        ],
         tearsheet_tables_html=tearsheet.tables_html,
+        tearsheet_trader=primary.name,
         leaderboard=entries,
         notes=report_notes(backtest, validation, tearsheet.note),
         caveats=short_segment_caveats(backtest, validation),
@@ -268,7 +269,7 @@ def write_report(
         positions_csv=out_dir / POSITIONS_FILE,
         transactions_csv=out_dir / TRANSACTIONS_FILE,
         plots={plot.name: plot.path for plot in plots},
-        tearsheet=tearsheet.path,
+        tearsheets={panel.name: panel.path for panel in tearsheet.panels},
         validation_dir=None if validation is None else out_dir / VALIDATION_DIR,
     )
 

@@ -31,6 +31,27 @@ def test_screenshot_of_a_report(report: ReportPaths, tmp_path: Path) -> None:
     assert out.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
+def test_screenshot_of_the_tear_sheets_differs_from_the_top(report: ReportPaths, tmp_path: Path) -> None:
+    require_chromium("screenshot")
+    script = _load_script()
+    top, sheets = tmp_path / "top.png", tmp_path / "sheets.png"
+    assert script.main([str(report.html), "--out", str(top), "--width", "800", "--height", "600"]) == 0
+    args = [
+        str(report.html),
+        "--out",
+        str(sheets),
+        "--width",
+        "800",
+        "--height",
+        "600",
+        "--section",
+        "tearsheet",
+    ]
+    assert script.main(args) == 0
+    assert sheets.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert sheets.read_bytes() != top.read_bytes()  # scrolled to the pyfolio sheets
+
+
 def test_missing_report_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = _load_script().main([str(tmp_path / "nope.html"), "--out", str(tmp_path / "x.png")])
     err = capsys.readouterr().err

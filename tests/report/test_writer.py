@@ -30,7 +30,7 @@ SAVED_FILES = (
 def test_report_html_is_self_contained(report: ReportPaths) -> None:
     html = report.html.read_text(encoding="utf-8")
     sources = re.findall(r'src="([^"]*)"', html)
-    assert len(sources) == len(report.plots) + 1
+    assert len(sources) == len(report.plots) + len(report.tearsheets)
     assert all(source.startswith("data:image/png;base64,") for source in sources)
     assert not re.search(r"(href|src)=\"(https?:)?//", html)
     assert "<script" not in html
@@ -59,8 +59,26 @@ def test_report_lists_every_file(report: ReportPaths) -> None:
         report.transactions_csv,
     ]:
         assert path.stat().st_size > 0, path
-    assert report.tearsheet is not None
-    assert report.tearsheet.read_bytes().startswith(b"\x89PNG")
+    expected_sheets = {
+        "pyfolio_annual_returns",
+        "pyfolio_monthly_distribution",
+        "pyfolio_return_quantiles",
+        "pyfolio_rolling_volatility",
+        "pyfolio_rolling_beta",
+        "pyfolio_exposures",
+        "pyfolio_concentration",
+        "pyfolio_holdings",
+        "pyfolio_gross_leverage",
+        "pyfolio_turnover",
+        "pyfolio_daily_volume",
+        "pyfolio_turnover_histogram",
+        "pyfolio_round_trip_lifetimes",
+    }
+    assert set(report.tearsheets) == expected_sheets
+    for path in report.tearsheets.values():
+        assert path.read_bytes().startswith(b"\x89PNG")
+    assert not set(report.tearsheets) & set(report.plots)  # each panel once
+    assert json.loads(report.metrics_json.read_text())["tearsheet_note"] is None
     assert report.validation_dir is not None
     assert (report.validation_dir / "returns.csv").is_file()
 
@@ -110,8 +128,8 @@ def test_single_session_notes_the_missing_tear_sheet(tmp_path: Path) -> None:
         run_info={},
     )
     note = json.loads(paths.metrics_json.read_text())["tearsheet_note"]
-    assert paths.tearsheet is None
-    assert "tear sheet skipped" in note
+    assert paths.tearsheets == {}
+    assert "tear sheets skipped" in note
     assert note in paths.html.read_text(encoding="utf-8")
 
 

@@ -22,7 +22,7 @@ from finpod.data.alpaca_source import (
     make_client,
 )
 from finpod.data.dataset_info import DatasetInfo, dataset_info
-from finpod.data.importers import import_paths
+from finpod.data.importers import DuplicatePolicy, import_paths
 from finpod.data.store import Manifest
 from finpod.data.synth import ALPHA_ANNUAL, DEFAULT_START, SIGNAL_KINDS, SignalSpec, write_synth_dataset
 from finpod.errors import SpecError
@@ -164,6 +164,20 @@ def import_(
             "--adjustment", help="none: import raw prices unchecked for splits (every run then warns)."
         ),
     ] = None,
+    on_duplicate: Annotated[
+        DuplicatePolicy,
+        typer.Option(
+            "--on-duplicate",
+            help="A symbol's second bar at the same time: error, or keep the first or last (counted).",
+        ),
+    ] = "error",
+    drop_invalid_rows: Annotated[
+        bool,
+        typer.Option(
+            "--drop-invalid-rows",
+            help="Drop rows with bad values (missing, non-positive, high < low...), counted in the manifest.",
+        ),
+    ] = False,
 ) -> None:
     """Import vendor CSV/parquet files (formats detected from headers and names) into a dataset."""
     manifest = import_paths(
@@ -174,6 +188,8 @@ def import_(
         column_map=None if column_map is None else parse_column_map(column_map),
         splits_table=None if adjust is None else _splits_table(adjust),
         raw_prices=_raw_prices(adjustment),
+        on_duplicate=on_duplicate,
+        drop_invalid_rows=drop_invalid_rows,
     )
     _print_manifest(manifest, out)
 

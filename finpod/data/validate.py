@@ -36,6 +36,17 @@ class ValidationReport:
     zero_volume_bars: int
 
 
+def readable(value: object) -> str:
+    """A cell value as a user reads it: ``nan``, ``1.5``, ``'abc'``, ``<empty>`` (not ``np.float64(nan)``)."""
+    if value is None or (isinstance(value, float | np.floating) and np.isnan(value)):
+        return "nan" if value is not None else "<empty>"
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, str):
+        return repr(value) if value.strip() else "<empty>"
+    return str(value)
+
+
 def _row_label(df: pd.DataFrame, position: int) -> str:
     symbol = df["symbol"].iloc[position]
     symbol_text = "<empty symbol>" if not isinstance(symbol, str) or not symbol.strip() else symbol
@@ -100,7 +111,13 @@ def _check_numeric_dtypes(df: pd.DataFrame, source: str) -> None:
             continue
         parsed = pd.to_numeric(column, errors="coerce")
         if hit := _first_bad((parsed.isna() & column.notna()).to_numpy(dtype=bool)):
-            _fail(df, source, hit, f"{name} {column.iloc[hit[0]]!r} is not a number", "write plain numbers")
+            _fail(
+                df,
+                source,
+                hit,
+                f"{name} {readable(column.iloc[hit[0]])} is not a number",
+                "write plain numbers",
+            )
         raise DataError(f"{source}: column {name} has dtype {column.dtype}, not numbers; write plain numbers")
 
 
@@ -148,6 +165,38 @@ def _check_order(df: pd.DataFrame, source: str) -> None:
     if hit := _first_bad(backwards):
         problem = "timestamp earlier than the row before it for this symbol (unsorted)"
         _fail(df, source, hit, problem, "sort the rows by symbol and timestamp, oldest first")
+
+
+def invalid_rows(df: pd.DataFrame) -> np.ndarray:
+    """Rows :func:`validate_bars` would refuse for their VALUES (for ``--drop-invalid-rows``).
+
+    A row is invalid when a price or the volume is missing, not a number or not finite, a price is
+    not positive, ``high < low``, open or close lies outside ``[low, high]``, the volume is negative,
+    or the symbol is empty. Order and duplicates are not value problems (see ``--on-duplicate``).
+
+    Args:
+        df: bar-schema frame, ``n`` rows.
+
+    Returns:
+        ``(n,)`` bool mask, True for rows to drop.
+    """
+    values = {
+        name: pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=np.float64) for name in _NUMERIC_COLUMNS
+    }
+    bad = np.zeros(len(df), dtype=bool)
+    for column in values.values():
+        bad |= ~np.isfinite(column)
+    with np.errstate(invalid="ignore"):
+        for name in PRICE_COLUMNS:
+            bad |= values[name] <= 0
+        high, low = values["high"], values["low"]
+        bad |= high < low
+        for name in ("open", "close"):
+            bad |= (values[name] > high) | (values[name] < low)
+        bad |= values["volume"] < 0
+    symbols = df["symbol"]
+    bad |= (symbols.isna() | (symbols.astype("str").str.strip().str.len() == 0)).to_numpy(dtype=bool)
+    return bad
 
 
 def validate_bars(df: pd.DataFrame, source: str) -> ValidationReport:

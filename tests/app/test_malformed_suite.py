@@ -132,6 +132,20 @@ def _split_file(*extra: str, table: str | None = None) -> Setup:
     return setup
 
 
+def _bad_files(count: int) -> Setup:
+    """``count`` files with a missing close and one good file, imported as a folder."""
+
+    def setup(tmp: Path, fx: Fixtures) -> list[str]:
+        folder = tmp / "in"
+        folder.mkdir()
+        for index in range(count):
+            (folder / f"f{index}.csv").write_bytes(BARS + ROW0 + ROW1.replace(b",10,100", b",,100"))
+        (folder / "good.csv").write_bytes((BARS + ROW0 + ROW1).replace(b"AAPL", b"MSFT"))
+        return ["data", "import", str(folder), "--out", str(tmp / "out")]
+
+    return setup
+
+
 def _run_folder(damage: Callable[[Path], None], command: str = "backtest") -> Setup:
     def setup(tmp: Path, fx: Fixtures) -> list[str]:
         run = tmp / "run"
@@ -465,6 +479,17 @@ DATA_CASES = [
         ("already exists",),
     ),
     Bad("data_info_not_a_dataset", _args("data", "info", "{tmp}"), ("manifest",)),
+    Bad(
+        "data_latin1_encoding",
+        _data_file("b.csv", (BARS + ROW0 + ROW1).replace(b"AAPL", "CAF\xc9".encode("latin-1"))),
+        ("not UTF-8 or UTF-16 text",),
+    ),
+    Bad("data_many_bad_files", _bad_files(4), ("4 of 5 input files have problems", "and 1 more")),
+    Bad(
+        "flag_on_duplicate_unknown",
+        _data_file("b.csv", BARS + ROW0 + ROW1, "--on-duplicate", "middle"),
+        ("--on-duplicate", "middle"),
+    ),
     Bad("data_unadjusted_split", _split_file(), ("SYN000", "unadjusted 4:1 split", "--adjust splits=FILE")),
     Bad("data_split_table_missing", _split_file("--adjust", "splits={tmp}/none.csv"), ("table not found",)),
     Bad(

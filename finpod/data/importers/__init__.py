@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 import numpy as np
 import pandas as pd
@@ -47,7 +47,7 @@ from finpod.data.splits import (
     session_date,
 )
 from finpod.data.store import Manifest, write_dataset
-from finpod.data.validate import validate_bars
+from finpod.data.validate import invalid_rows, validate_bars
 from finpod.errors import DataError
 
 DATA_SUFFIXES: Final[tuple[str, ...]] = (".csv", ".csv.gz", ".parquet")
@@ -109,7 +109,7 @@ def _apply_column_map(frame: pd.DataFrame, path: Path, column_map: Mapping[str, 
     return frame.rename(columns=dict(column_map))
 
 
-def _probe(path: Path, column_map: Mapping[str, str]) -> _Candidate:
+def _probe(path: Path, column_map: Mapping[str, str], lenient: bool = False) -> _Candidate:
     frame = _apply_column_map(read_table(path), path, column_map)
     if len(frame) == 0:
         raise DataError(f"{path}: empty file (a header, no bars); export some bars into it or leave it out")
@@ -124,7 +124,8 @@ def _probe(path: Path, column_map: Mapping[str, str]) -> _Candidate:
         return _Candidate(path, "pooksoft", "1d", frame)
     if tabular.is_bar_schema([str(name) for name in frame.columns]):
         loaded = tabular.read_bar_schema(frame, path)
-        validate_bars(loaded.bars, str(path))
+        if not lenient:
+            validate_bars(loaded.bars, str(path))
         return _Candidate(path, "bars", loaded.frequency, frame)
     mapping = tabular.canonical_columns([str(name) for name in frame.columns])
     if set(mapping.values()) >= tabular.VENDOR_REQUIRED:
@@ -300,6 +301,41 @@ def _check_splits(
     )
 
 
+DuplicatePolicy = Literal["error", "first", "last"]
+DUPLICATES_DROPPED: Final[str] = "duplicate_bars_dropped"
+INVALID_ROWS_DROPPED: Final[str] = "invalid_rows_dropped"
+PROBLEMS_SHOWN: Final[int] = 3
+
+
+def _repair(loaded: LoadedFile, on_duplicate: DuplicatePolicy, drop_invalid_rows: bool) -> pd.DataFrame:
+    """The repairs the user asked for, counted in ``loaded.repairs``."""
+    bars = loaded.bars
+    if drop_invalid_rows:
+        bad = invalid_rows(bars)
+        if bad.any():
+            loaded.repairs[INVALID_ROWS_DROPPED] = int(bad.sum())
+            bars = bars.loc[~bad].reset_index(drop=True)
+            for name in ("open", "high", "low", "close", "volume"):
+                bars[name] = pd.to_numeric(bars[name]).astype(np.float64)
+    if on_duplicate != "error":
+        twice = bars.duplicated(subset=["symbol", "timestamp"], keep=on_duplicate).to_numpy()
+        if twice.any():
+            loaded.repairs[DUPLICATES_DROPPED] = int(twice.sum())
+            bars = bars.loc[~twice].reset_index(drop=True)
+    return bars
+
+
+def _all_problems(problems: list[DataError], files: int) -> DataError:
+    """One error for the problems of every file: the first few shown, all counted."""
+    if len(problems) == 1:
+        return problems[0]
+    shown = " | ".join(str(problem) for problem in problems[:PROBLEMS_SHOWN])
+    more = f" | and {len(problems) - PROBLEMS_SHOWN} more" if len(problems) > PROBLEMS_SHOWN else ""
+    return DataError(
+        f"{len(problems)} of {files} input files have problems (nothing was written): {shown}{more}"
+    )
+
+
 def import_paths(
     paths: Sequence[Path],
     out: Path,
@@ -309,6 +345,8 @@ def import_paths(
     column_map: Mapping[str, str] | None = None,
     splits_table: Path | None = None,
     raw_prices: bool = False,
+    on_duplicate: DuplicatePolicy = "error",
+    drop_invalid_rows: bool = False,
 ) -> Manifest:
     """Import vendor files into a dataset folder (bars in the bar schema + manifest), atomically.
 
@@ -322,6 +360,13 @@ def import_paths(
             (``--adjust splits=FILE``); see :mod:`finpod.data.splits`.
         raw_prices: import prices as given, unchecked for splits, labelled adjustment ``none``
             (``--adjustment none``); every panel build and run then warns.
+        on_duplicate: a second bar of a symbol at the same time: ``"error"`` (default), or keep the
+            ``"first"`` / ``"last"`` one (the others dropped, counted as ``duplicate_bars_dropped``).
+        drop_invalid_rows: drop rows with bad values (see :func:`finpod.data.validate.invalid_rows`),
+            counted as ``invalid_rows_dropped``, instead of refusing the file.
+
+    Every file is checked before anything is refused: the error counts the problems of all files
+    and shows the first few.
 
     Returns:
         The written manifest; its ``notes`` say which files were skipped, ``repairs`` what was repaired.
@@ -334,7 +379,16 @@ def import_paths(
     if raw_prices and splits_table is not None:
         raise DataError("--adjust splits=FILE and --adjustment none contradict each other; pass one of them")
     actions = read_actions(splits_table) if splits_table is not None else None
-    candidates = [_probe(path, column_map or {}) for path in expand_paths(paths)]
+    files = expand_paths(paths)
+    problems: list[DataError] = []
+    candidates: list[_Candidate] = []
+    for path in files:
+        try:
+            candidates.append(_probe(path, column_map or {}, drop_invalid_rows or on_duplicate != "error"))
+        except DataError as err:
+            problems.append(err)
+    if not candidates:
+        raise _all_problems(problems, len(files))
     chosen, notes = _select_frequency(candidates, freq)
     if symbol is not None and len(chosen) != 1:
         raise DataError(
@@ -342,11 +396,18 @@ def import_paths(
         )
     loaded_files: list[LoadedFile] = []
     for candidate in chosen:
-        loaded = _load(candidate, symbol)
-        loaded.bars = _check_timestamps(loaded)
-        report = validate_bars(loaded.bars, str(loaded.path))
+        try:
+            loaded = _load(candidate, symbol)
+            loaded.bars = _repair(loaded, on_duplicate, drop_invalid_rows)
+            loaded.bars = _check_timestamps(loaded)
+            report = validate_bars(loaded.bars, str(loaded.path))
+        except DataError as err:
+            problems.append(err)
+            continue
         loaded.repairs[ZERO_VOLUME_BARS] = report.zero_volume_bars
         loaded_files.append(loaded)
+    if problems:
+        raise _all_problems(problems, len(files))
     if raw_prices:
         for loaded in loaded_files:
             loaded.adjustment = "none"

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from finpod.data.store import Adjustment
+from finpod.data.validate import readable
 from finpod.errors import DataError
 
 CSV_HEADER_LINES: Final[int] = 1
@@ -61,7 +62,12 @@ def read_table(path: Path) -> pd.DataFrame:
     try:
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
-        return pd.read_csv(path)
+        encoding, delimiter = sniff_csv(path)
+        return pd.read_csv(path, encoding=encoding, sep=delimiter)
+    except UnicodeDecodeError as err:
+        raise DataError(
+            f"{path}: not UTF-8 or UTF-16 text (byte {err.start}: {err.reason}); save it as UTF-8 CSV"
+        ) from None
     except pd.errors.EmptyDataError:
         raise DataError(
             f"{path}: empty file (no header, no bars); export some bars into it or leave it out"
@@ -69,6 +75,40 @@ def read_table(path: Path) -> pd.DataFrame:
     except (ValueError, OSError, pd.errors.ParserError) as err:
         reason = " ".join(str(err).split())
         raise DataError(f"{path}: cannot be read as CSV/parquet ({reason}); check the file") from None
+
+
+DELIMITERS: Final[tuple[str, ...]] = (",", "\t", ";", "|")
+_SNIFF_BYTES: Final[int] = 64 * 1024
+
+
+def sniff_csv(path: Path) -> tuple[str, str]:
+    """The encoding and delimiter of a CSV file, from its byte-order mark and its header line.
+
+    UTF-8 (with or without a BOM) and UTF-16 (with a BOM) are read; the delimiter is whichever of
+    comma, tab, semicolon and pipe the header line holds most of. Gzipped files are read as UTF-8
+    with commas (pandas decompresses them).
+
+    Args:
+        path: a ``.csv`` (or ``.csv.gz``) file.
+
+    Returns:
+        ``(encoding, delimiter)`` for :func:`pandas.read_csv`.
+    """
+    if path.name.endswith(".gz"):
+        return "utf-8", ","
+    with path.open("rb") as handle:
+        head = handle.read(_SNIFF_BYTES)
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        encoding = "utf-16"
+    elif head.startswith(b"\xef\xbb\xbf"):
+        encoding = "utf-8-sig"
+    else:
+        encoding = "utf-8"
+    text = head.decode(encoding, errors="ignore")
+    first_line = text.splitlines()[0] if text.strip() else ""
+    counts = {delimiter: first_line.count(delimiter) for delimiter in DELIMITERS}
+    delimiter = max(DELIMITERS, key=lambda d: (counts[d], d == ","))
+    return encoding, delimiter if counts[delimiter] else ","
 
 
 def parse_timestamps(values: pd.Series, source: str, symbol: str) -> pd.Series:
@@ -95,8 +135,8 @@ def parse_timestamps(values: pd.Series, source: str, symbol: str) -> pd.Series:
     if bad.size:
         line = int(bad[0]) + CSV_HEADER_LINES + 1
         raise DataError(
-            f"{source}: {symbol} line {line}: timestamp {values.iloc[int(bad[0])]!r} is not an ISO 8601 time "
-            "with a known UTC offset; write e.g. 2019-02-11T14:30:00+00:00"
+            f"{source}: {symbol} line {line}: timestamp {readable(values.iloc[int(bad[0])])} is not an "
+            "ISO 8601 time with a known UTC offset; write e.g. 2019-02-11T14:30:00+00:00"
         )
     text = values.astype("str")
     zoned = text.str.contains(r"(?:[+-]\d\d:?\d\d|Z)$", regex=True).to_numpy()

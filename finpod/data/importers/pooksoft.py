@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from finpod.data.importers.common import LoadedFile, oldest_first, parse_timestamps
-from finpod.data.validate import validate_bars
+from finpod.data.validate import readable, validate_bars
 from finpod.data.xnas_sessions import session_opens
 from finpod.errors import DataError
 
@@ -46,7 +46,8 @@ def _numeric_column(bars: pd.DataFrame, name: str, source: str) -> np.ndarray:
         row = int(bad[0])
         label = f"{bars['symbol'].iloc[row]} {bars['timestamp'].iloc[row]}"
         raise DataError(
-            f"{source}: {label}: {name} {bars[name].iloc[row]!r} is missing or out of range; fix that row"
+            f"{source}: {label}: {name} {readable(bars[name].iloc[row])} is missing or out of range; "
+            "fix that row"
         )
     return values
 

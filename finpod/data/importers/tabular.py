@@ -33,6 +33,7 @@ from finpod.data.importers.common import LoadedFile, infer_frequency, oldest_fir
 from finpod.data.schema import BAR_COLUMNS
 from finpod.data.splits import PRICE_TOLERANCE, parse_ratio, ratio_text
 from finpod.data.store import Adjustment
+from finpod.data.validate import readable
 from finpod.data.xnas_sessions import session_opens
 from finpod.errors import DataError
 
@@ -156,7 +157,7 @@ def read_vendor(frame: pd.DataFrame, path: Path, symbol: str) -> LoadedFile:
             row = int(bad[0])
             raise DataError(
                 f"{source}: {bars['symbol'].iloc[row]} {bars['timestamp'].iloc[row]}: adjusted close "
-                f"{frame['adjusted_close'].iloc[row]!r} is missing or non-positive; fix that row"
+                f"{readable(frame['adjusted_close'].iloc[row])} is missing or non-positive; fix that row"
             )
         factor = adjusted / close
         for name in ("open", "high", "low", "close"):

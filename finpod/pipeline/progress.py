@@ -28,7 +28,7 @@ LEADERS_SHOWN = 3
 """Leaderboard scores shown on the progress line."""
 BAR_WIDTH = 24
 """Characters of the bar itself; every other field has a fixed width too, so the line never jumps."""
-STATS_WIDTH = 52
+STATS_WIDTH = 60
 """Characters of the stats field: ``pods NNN | val Sharpe +S.SS +S.SS +S.SS | NNN,NNN steps/s``."""
 POD_METRICS = (
     "policy_loss",

@@ -28,7 +28,8 @@ def test_user_errors_exit_2_with_one_line(args: tuple[str, ...], message: str) -
 
 
 def test_bad_spec_field_exits_2_naming_field_and_fix(tmp_path: Path) -> None:
-    text = (REPO_ROOT / "strategies" / "demo.toml").read_text().replace("fee_rate = 0.002", "fee_rate = -0.1")
+    demo = (REPO_ROOT / "strategies" / "demo.toml").read_text()
+    text = demo.replace("fee_rate = 0.0005", "fee_rate = -0.1")
     bad = tmp_path / "bad.toml"
     bad.write_text(text, encoding="utf-8")
     result = run_cli("run", str(bad), "--out", str(tmp_path / "reports"))

@@ -34,7 +34,7 @@ PPO = PPOConfig(
     rollout_steps=32, learning_rate=1e-3, update_epochs=4, num_minibatches=4, hidden_sizes=(64, 64)
 )
 ROUND_STEPS = PPO.rollout_steps * NUM_ENVS
-TARGET_SCORE = -0.12
+TARGET_SCORE = -0.17
 """Validation reward (0 is optimal, a uniform policy scores about -0.27) that counts as "learned"."""
 
 
@@ -175,7 +175,7 @@ def bench_schedule(rounds: int = 300, pool: int = 2) -> None:
         backend.shutdown()
 
 
-def bench_fusion(max_rounds: int = 40) -> None:
+def bench_fusion(max_rounds: int = 50) -> None:
     """One pod with K learners: samples/s (all learners' transitions) and time to TARGET_SCORE."""
     torch.set_num_threads(1)
     validation = Validation()

@@ -18,8 +18,9 @@ the pod's env; learners ``1 .. K-1`` run in helper processes (spawned on the fir
 when the agent is garbage-collected). The lead drives them over the same process group: a broadcast
 command per round (train, sync, stop) and, after a ``load_state_dict`` or ``load_weights_from``,
 the lead's full state as ``torch.save`` bytes, read back with ``weights_only=True``. Each fused pod
-has its own group (a ``ProcessGroupGloo`` object on its own TCP store on 127.0.0.1), so any number
-of pods fuse side by side. ``K = 1`` never builds any of this: use the plain agent.
+has its own group (a ``ProcessGroupGloo`` object bound to 127.0.0.1, meeting through its own file
+store in a temporary folder: no listening port beyond gloo's loopback pairs), so any number of pods
+fuse side by side. ``K = 1`` never builds any of this: use the plain agent.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from __future__ import annotations
 import contextlib
 import datetime
 import io
+import os
+import shutil
+import tempfile
 import time
 import weakref
 from collections.abc import Mapping
@@ -146,7 +150,7 @@ def _unpack(data: bytes) -> dict[str, Any]:
 
 
 def _helper_main(
-    rank: int, world: int, port: int, code: bytes, config: Any, seed: int, fuse_moments: bool
+    rank: int, world: int, store_path: str, code: bytes, config: Any, seed: int, fuse_moments: bool
 ) -> None:
     """A helper learner's process: build its agent and env, then obey the lead until told to stop."""
     torch.set_num_threads(1)
@@ -156,7 +160,7 @@ def _helper_main(
     if agent.device.type == "cuda" and torch.cuda.device_count() >= world:
         torch.cuda.set_device(rank)
     env = env_factory(own_seed)
-    store = dist.TCPStore("127.0.0.1", port, world, False, timeout=FUSION_TIMEOUT)
+    store = dist.FileStore(store_path, world)
     group = _make_group(dist.PrefixStore("fusion", store), rank, world, agent.device)
     agent.epoch_hook = EpochFusion(agent, group, world, fuse_moments)
     while True:
@@ -194,10 +198,13 @@ class _Team:
     """The helper processes and the process group of one fused pod (kept apart from the agent so
     that the agent's finaliser can stop them)."""
 
-    def __init__(self, group: Any, processes: list[Any], store: Any, device: torch.device) -> None:
+    def __init__(
+        self, group: Any, processes: list[Any], store: Any, folder: str, device: torch.device
+    ) -> None:
         self.group = group
         self.processes = processes
         self.store = store
+        self.folder = folder
         self.device = device
 
     def close(self) -> None:
@@ -209,6 +216,7 @@ class _Team:
             if process.is_alive():
                 process.kill()
                 process.join(timeout=5)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class FusedAgent:
@@ -316,12 +324,21 @@ class FusedAgent:
         if self._team is not None:
             return self._team
         world = self.learners
-        store = dist.TCPStore("127.0.0.1", 0, world, True, timeout=FUSION_TIMEOUT, wait_for_workers=False)
+        folder = tempfile.mkdtemp(prefix="podracer-fusion-")
+        store = dist.FileStore(os.path.join(folder, "store"), world)
         context = mp.get_context("spawn")
         processes = [
             context.Process(
                 target=_helper_main,
-                args=(rank, world, store.port, self._code, self._config, self._seed, self.fuse_moments),
+                args=(
+                    rank,
+                    world,
+                    os.path.join(folder, "store"),
+                    self._code,
+                    self._config,
+                    self._seed,
+                    self.fuse_moments,
+                ),
                 daemon=True,
                 name=f"podracer-learner-{rank}",
             )
@@ -331,7 +348,7 @@ class FusedAgent:
             process.start()
         group = _make_group(dist.PrefixStore("fusion", store), 0, world, self.lead.device)
         self.lead.epoch_hook = EpochFusion(self.lead, group, world, self.fuse_moments)
-        self._team = _Team(group, processes, store, self.lead.device)
+        self._team = _Team(group, processes, store, folder, self.lead.device)
         self._finalizer = weakref.finalize(self, self._team.close)
         self._sync = True
         return self._team

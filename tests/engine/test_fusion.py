@@ -1,7 +1,7 @@
 """Learner fusion over torch.distributed: after every epoch the learners hold identical parameters.
 
 A real :class:`FusedAgent` pod: the lead learner in this process, a helper learner in a spawned
-process, one gloo process group on a TCP store on 127.0.0.1.
+process, one gloo process group bound to 127.0.0.1 that meets through a file store.
 """
 
 from __future__ import annotations

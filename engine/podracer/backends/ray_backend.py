@@ -65,6 +65,8 @@ LOOPBACK = "127.0.0.1"
 """Address a Ray started by :func:`connect` binds."""
 CONNECT_TIMEOUT_S = 5.0
 """How long :func:`connect` waits for a cluster's head to accept a connection, seconds."""
+EMPTY_CLUSTER_GRACE_S = 5.0
+"""How long :meth:`RayBackend.slots` re-reads a cluster that shows no room before reporting 0, seconds."""
 RESOURCE_EPSILON = 1e-9
 """Slack on resource division (Ray reports fractional resources as floats)."""
 
@@ -128,12 +130,12 @@ def connect(address: str | None = None, *, include_dashboard: bool = False) -> b
                 address="local",
                 _node_ip_address=LOOPBACK,
                 include_dashboard=include_dashboard,
-                logging_level=logging.WARNING,
+                logging_level=logging.ERROR,
                 log_to_driver=False,
             )
         else:
             _check_reachable(address)
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     except TournamentError:
         raise
     except Exception as exc:
@@ -315,9 +317,18 @@ class RayBackend:
     # ------------------------------------------------------------------ capacity
 
     def slots(self) -> int:
-        """Pod workers the cluster's live nodes can host now (capped by ``max_slots``)."""
-        alive = [node for node in ray.nodes() if node.get("Alive")]
-        total = sum(self._capacity(node.get("Resources", {})) for node in alive)
+        """Pod workers the cluster's live nodes can host now (capped by ``max_slots``).
+
+        A cluster that reads as empty is read again for up to :data:`EMPTY_CLUSTER_GRACE_S` (a node
+        table caught mid-update must not end a tournament, which stops at 0 slots).
+        """
+        deadline = time.monotonic() + EMPTY_CLUSTER_GRACE_S
+        while True:
+            alive = [node for node in ray.nodes() if node.get("Alive")]
+            total = sum(self._capacity(node.get("Resources", {})) for node in alive)
+            if total > 0 or time.monotonic() >= deadline:
+                break
+            time.sleep(0.25)
         slots = total if self.max_slots is None else min(total, self.max_slots)
         self._prune({str(node["NodeID"]) for node in alive}, slots)
         return slots

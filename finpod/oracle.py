@@ -22,6 +22,7 @@ import math
 from typing import Final
 
 import empyrical as ep
+import pandas as pd
 import torch
 
 from finpod.backtest.pyfolio_format import ledger_to_result
@@ -102,9 +103,20 @@ def segment_sharpe(
     One deterministic pass over ``segment`` through the env (backtest mode); 0 when the returns
     have no volatility.
     """
+    return returns_sharpe(segment_returns(panel, segment, config, policy, device))
+
+
+def segment_returns(
+    panel: Panel, segment: str, config: EnvConfig, policy: Policy, device: torch.device
+) -> pd.Series:
+    """Daily simple returns of ``policy`` over ``segment``: one deterministic pass through the env."""
     _check_weights_mode(config)
     ledger = run_policy(panel, segment, config, policy, device)
-    returns = ledger_to_result("policy", "trader", panel, ledger, config.initial_cash_usd).returns
+    return ledger_to_result("policy", "trader", panel, ledger, config.initial_cash_usd).returns
+
+
+def returns_sharpe(returns: pd.Series) -> float:
+    """Annualised Sharpe (empyrical, 252 sessions, zero risk-free) of daily returns; 0 when flat."""
     sharpe = float(ep.sharpe_ratio(returns.to_numpy()))
     return sharpe if math.isfinite(sharpe) else 0.0
 

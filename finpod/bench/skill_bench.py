@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final, Literal
 
+import pandas as pd
 import torch
 
 from finpod.data.panel import Panel
@@ -36,7 +37,7 @@ from finpod.data.synth import SignalSpec, symbol_names, synth_market
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
-from finpod.oracle import equal_weight_policy, oracle_policy, segment_sharpe, share_captured
+from finpod.oracle import equal_weight_policy, oracle_policy, returns_sharpe, segment_returns, share_captured
 from finpod.pipeline.inputs import backtest_panel, selection_panel
 from finpod.pipeline.main import select, tournament_config
 from finpod.pipeline.training import (
@@ -47,6 +48,7 @@ from finpod.pipeline.training import (
     env_config,
     validation_score,
 )
+from finpod.report.verdict import judge
 from finpod.spec import Spec
 from podracer import Policy, Tournament
 from podracer.ppo import PPOAgent, PPOConfig
@@ -140,12 +142,18 @@ class ContenderResult:
     Attributes:
         sharpe: trader name (``best``, and ``ensemble`` for the tournament) -> held-out Sharpe.
         share: trader name -> share of the oracle's held-out edge captured (NaN without an edge).
+        dsr: trader name -> deflated Sharpe ratio of its held-out return over equal weight
+            (:func:`finpod.report.verdict.judge`), every validation score the contender computed
+            counting as a trial; NaN when undefined.
+        num_trials: validation scores the contender computed (the DSR's trials).
         env_steps: env steps trained.
         seconds: wall seconds (training, validation and selection).
     """
 
     sharpe: dict[str, float]
     share: dict[str, float]
+    dsr: dict[str, float]
+    num_trials: int
     env_steps: int
     seconds: float
 
@@ -219,16 +227,20 @@ class _Problem:
     selection: Panel
     full: Panel
     device: torch.device
+    trials: list[float]
+    """Every validation score computed for the contender (the deflated Sharpe ratio's trials)."""
 
     @property
     def eval_config(self) -> EnvConfig:
         return env_config(self.spec, random_start=False)
 
     def validate(self, policy: Policy) -> float:
-        return validation_score(self.selection, self.eval_config, policy, self.device)
+        score = validation_score(self.selection, self.eval_config, policy, self.device)
+        self.trials.append(score)
+        return score
 
-    def held_out(self, policy: Policy) -> float:
-        return segment_sharpe(self.full, "backtest", self.eval_config, policy, self.device)
+    def held_out(self, policy: Policy) -> pd.Series:
+        return segment_returns(self.full, "backtest", self.eval_config, policy, self.device)
 
 
 def _train_one(
@@ -341,19 +353,27 @@ def run_seed(
     symbols = symbol_names(case.n_symbols)
     selection = selection_panel(base, bars, symbols, "cpu")
     full = backtest_panel(base, bars, symbols, "cpu")
-    reference = _Problem(base, selection, full, device)
-    oracle = reference.held_out(oracle_policy(full, case.signal))
-    equal = reference.held_out(equal_weight_policy(case.n_symbols))
+    reference = _Problem(base, selection, full, device, [])
+    oracle = returns_sharpe(reference.held_out(oracle_policy(full, case.signal)))
+    equal_returns = reference.held_out(equal_weight_policy(case.n_symbols))
+    equal = returns_sharpe(equal_returns)
     results: dict[str, ContenderResult] = {}
     for hyper in hyper_sets:
-        problem = replace(reference, spec=bench_spec(case, seed, hyper))
         for name in contenders:
+            problem = replace(reference, spec=bench_spec(case, seed, hyper), trials=[])
             start = time.perf_counter()
             policies, steps = _RUNNERS[name](problem)
-            sharpe = {trader: problem.held_out(policy) for trader, policy in policies.items()}
+            held_out = {trader: problem.held_out(policy) for trader, policy in policies.items()}
+            sharpe = {trader: returns_sharpe(returns) for trader, returns in held_out.items()}
+            dsr = {
+                trader: _nan_if_none(judge(trader, returns, equal_returns, problem.trials).dsr)
+                for trader, returns in held_out.items()
+            }
             result = ContenderResult(
                 sharpe=sharpe,
                 share={trader: share_captured(value, oracle, equal) for trader, value in sharpe.items()},
+                dsr=dsr,
+                num_trials=len(problem.trials),
                 env_steps=steps,
                 seconds=time.perf_counter() - start,
             )
@@ -361,6 +381,10 @@ def run_seed(
             if on_result is not None:
                 on_result(f"{hyper}/{name}", result)
     return SeedResult(case.name, seed, oracle, equal, results)
+
+
+def _nan_if_none(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def check_choices(cases: list[str], contenders: list[str], hyper_sets: list[str], seeds: int) -> None:
@@ -399,6 +423,8 @@ def summarise(results: list[SeedResult]) -> dict[str, Any]:
             summary["contenders"][key] = {
                 "sharpe": {t: _median([c.sharpe[t] for c in got if t in c.sharpe]) for t in traders},
                 "share": {t: _median([c.share[t] for c in got if t in c.share]) for t in traders},
+                "dsr": {t: _median([c.dsr[t] for c in got if t in c.dsr]) for t in traders},
+                "dsr_max": {t: max((c.dsr[t] for c in got if t in c.dsr), default=math.nan) for t in traders},
                 "share_min_max": {
                     t: [
                         min(c.share[t] for c in got if t in c.share),

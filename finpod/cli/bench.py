@@ -188,7 +188,8 @@ _HyperOption = Annotated[
 def _echo_progress(case: str, seed: int, err: bool) -> Callable[[str, skill_bench.ContenderResult], None]:
     def progress(key: str, result: skill_bench.ContenderResult) -> None:
         traders = "  ".join(
-            f"{t} {result.sharpe[t]:.2f} (share {result.share[t]:.2f})" for t in result.sharpe
+            f"{t} {result.sharpe[t]:.2f} (share {result.share[t]:.2f}, DSR {result.dsr[t]:.2f})"
+            for t in result.sharpe
         )
         line = f"{case} seed {seed} {key}: {traders}; {result.env_steps} steps, {result.seconds:.0f} s"
         typer.echo(line, err=err)
@@ -232,5 +233,7 @@ def skill(
                 low, high = row["share_min_max"][trader]
                 typer.echo(
                     f"  {key:<20} {trader:<9} Sharpe {sharpe:5.2f}  share {row['share'][trader]:5.2f} "
-                    f"[{low:.2f}, {high:.2f}]  {row['env_steps']:.0f} steps  {row['seconds']:.0f} s"
+                    f"[{low:.2f}, {high:.2f}]  DSR {row['dsr'][trader]:.2f} "
+                    f"(max {row['dsr_max'][trader]:.2f})  "
+                    f"{row['env_steps']:.0f} steps  {row['seconds']:.0f} s"
                 )

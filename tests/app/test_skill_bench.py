@@ -22,7 +22,14 @@ def test_every_case_is_a_valid_spec(name: str, hyper: str) -> None:
 
 
 def _result(sharpe: float, share: float) -> ContenderResult:
-    return ContenderResult(sharpe={"best": sharpe}, share={"best": share}, env_steps=100, seconds=2.0)
+    return ContenderResult(
+        sharpe={"best": sharpe},
+        share={"best": share},
+        dsr={"best": 0.5},
+        num_trials=3,
+        env_steps=100,
+        seconds=2.0,
+    )
 
 
 def test_medians_over_seeds_ignore_missing_shares() -> None:
@@ -35,6 +42,7 @@ def test_medians_over_seeds_ignore_missing_shares() -> None:
     row = summary["contenders"]["good/single"]
     assert row["sharpe"]["best"] == 2.0
     assert row["share"]["best"] == pytest.approx(0.5)
+    assert row["dsr_max"]["best"] == 0.5
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ fetched from the network: the flags turn off every background service, and repor
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -44,8 +45,8 @@ def find_chromium() -> Path | None:
     return None
 
 
-def _run_chromium(extra_args: list[str], page: Path, fragment: str | None = None) -> str:
-    """Run headless Chromium on a local page (scrolled to ``#fragment``) with a throw-away profile."""
+def _run_chromium(extra_args: list[str], page: Path) -> str:
+    """Run headless Chromium on a local page with a throw-away profile; return its stdout."""
     chromium = find_chromium()
     if chromium is None:
         raise FinpodError(
@@ -55,7 +56,7 @@ def _run_chromium(extra_args: list[str], page: Path, fragment: str | None = None
     with tempfile.TemporaryDirectory(prefix="finpod-chromium-") as profile:
         command = [str(chromium), *_QUIET_FLAGS, f"--user-data-dir={profile}", *extra_args]
         completed = subprocess.run(
-            [*command, page.resolve().as_uri() + ("" if fragment is None else f"#{fragment}")],
+            [*command, page.resolve().as_uri()],
             capture_output=True,
             text=True,
             timeout=CHROMIUM_TIMEOUT_S,
@@ -72,6 +73,19 @@ def dump_dom(page: Path) -> str:
     return _run_chromium(["--dump-dom"], page)
 
 
+def section_only(html: str, section: str) -> str:
+    """The page with its ``<main>`` reduced to the ``<section id=...>`` named ``section``.
+
+    Raises:
+        FinpodError: the page has no such section.
+    """
+    match = re.search(rf'<section id="{re.escape(section)}">.*?</section>', html, flags=re.DOTALL)
+    main = re.search(r"(<main[^>]*>).*(</main>)", html, flags=re.DOTALL)
+    if match is None or main is None:
+        raise FinpodError(f"the report has no section {section!r}; fix: use an id such as tearsheet or plots")
+    return html[: main.start()] + main.group(1) + match.group(0) + main.group(2) + html[main.end() :]
+
+
 def screenshot(
     page: Path, png_path: Path, *, width_px: int, height_px: int, section: str | None = None
 ) -> None:
@@ -80,8 +94,15 @@ def screenshot(
     The top of the page, or the part starting at the element whose id is ``section``.
     """
     png_path.parent.mkdir(parents=True, exist_ok=True)
-    _run_chromium(
-        [f"--screenshot={png_path.resolve()}", f"--window-size={width_px},{height_px}"], page, section
-    )
+    args = [f"--screenshot={png_path.resolve()}", f"--window-size={width_px},{height_px}"]
+    if section is None:
+        _run_chromium(args, page)
+    else:
+        # Headless Chromium does not reliably scroll to a fragment before it shoots: shoot a copy of
+        # the page whose body holds only that section (same styles, same images).
+        with tempfile.TemporaryDirectory(prefix="finpod-section-") as folder:
+            only = Path(folder) / page.name
+            only.write_text(section_only(page.read_text(encoding="utf-8"), section), encoding="utf-8")
+            _run_chromium(args, only)
     if not png_path.is_file():
         raise FinpodError(f"Chromium wrote no screenshot to {png_path}")

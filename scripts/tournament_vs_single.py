@@ -68,8 +68,6 @@ TOY_BASE_CONFIG = PPOConfig(
     activation="tanh",
 )
 """The same base PPO for every contender on the toy task (the tournament perturbs its copies)."""
-POOR_TOY_CONFIG = dataclasses.replace(TOY_BASE_CONFIG, learning_rate=3e-3, gamma=0.9)
-"""A deliberately poor start: learning rate 10x the base's, gamma 0.9."""
 TOURNAMENT, SINGLE, SPLIT = "tournament", "single (full budget)", "best of P (split budget)"
 
 
@@ -94,8 +92,8 @@ class Problem:
     test: Callable[[Policy], float]
 
 
-def toy_problem(seed: int, poor_start: bool = False) -> Problem:
-    """The toy task with hidden matrix, batches and agents drawn from ``seed``; see ``--poor-start``."""
+def toy_problem(seed: int, base_config: PPOConfig = TOY_BASE_CONFIG) -> Problem:
+    """The toy task with its matrix, batches and agent seeds drawn from ``seed``, from ``base_config``."""
 
     def env(env_seed: int) -> TargetMatchingEnv:
         del env_seed  # the agent seeds its env's resets; the task is fixed by ``seed``
@@ -118,7 +116,7 @@ def toy_problem(seed: int, poor_start: bool = False) -> Problem:
 
     return Problem(
         seed,
-        POOR_TOY_CONFIG if poor_start else TOY_BASE_CONFIG,
+        base_config,
         env,
         agent,
         scorer(seed + VALIDATION_SEED_OFFSET),
@@ -290,21 +288,25 @@ def main() -> None:
         "--schedule", choices=["halving", "fixed"], default="halving", help="the tournament's pool schedule"
     )
     parser.add_argument(
-        "--poor-start",
-        action="store_true",
-        help="toy task: every contender starts from a poor PPO (learning rate 10x too high, gamma 0.9)",
+        "--learning-rate", type=float, default=None, help="toy task: the contenders' starting learning rate"
     )
+    parser.add_argument("--gamma", type=float, default=None, help="toy task: the contenders' starting gamma")
     parser.add_argument(
         "--finpod-spec", type=Path, default=None, help="a strategy TOML: run on the finpod env instead"
     )
     args = parser.parse_args()
     torch.set_num_threads(args.torch_threads)
+    start = dataclasses.replace(
+        TOY_BASE_CONFIG,
+        learning_rate=TOY_BASE_CONFIG.learning_rate if args.learning_rate is None else args.learning_rate,
+        gamma=TOY_BASE_CONFIG.gamma if args.gamma is None else args.gamma,
+    )
     scores: dict[str, list[float]] = {TOURNAMENT: [], SINGLE: [], SPLIT: []}
     seconds = dict.fromkeys(scores, 0.0)
     with tempfile.TemporaryDirectory() as scratch:
         for seed in range(args.seeds):
             problem = (
-                toy_problem(seed, args.poor_start)
+                toy_problem(seed, start)
                 if args.finpod_spec is None
                 else finpod_problem(args.finpod_spec, seed)
             )
@@ -314,8 +316,10 @@ def main() -> None:
                 seconds[name] += wall_s
             print(f"seed {seed}: " + ", ".join(f"{name} {score:.4f}" for name, (score, _) in results.items()))
     if args.finpod_spec is None:
-        start = "POOR start (lr 10x, gamma 0.9)" if args.poor_start else "base PPO"
-        what = f"toy task {OBS_DIM}->{ACTION_DIM}, {start}; test-batch score (mean reward, 0 is optimal)"
+        what = (
+            f"toy task {OBS_DIM}->{ACTION_DIM}, start lr {start.learning_rate:g} gamma {start.gamma:g}; "
+            "test-batch score (mean reward, 0 is optimal)"
+        )
     else:
         what = f"finpod env of {args.finpod_spec}; test score = annualised Sharpe on the backtest segment"
     print(

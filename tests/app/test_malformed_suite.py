@@ -132,6 +132,14 @@ def _split_file(*extra: str, table: str | None = None) -> Setup:
     return setup
 
 
+def _broken_link(tmp: Path, fx: Fixtures) -> list[str]:
+    folder = tmp / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_bytes(BARS + ROW0 + ROW1)
+    (folder / "b.csv").symlink_to(tmp / "gone.csv")
+    return ["data", "import", str(folder), "--out", str(tmp / "out")]
+
+
 def _bad_files(count: int) -> Setup:
     """``count`` files with a missing close and one good file, imported as a folder."""
 
@@ -483,6 +491,14 @@ DATA_CASES = [
         "data_latin1_encoding",
         _data_file("b.csv", (BARS + ROW0 + ROW1).replace(b"AAPL", "CAF\xc9".encode("latin-1"))),
         ("not UTF-8 or UTF-16 text",),
+    ),
+    Bad("data_broken_symlink_in_folder", _broken_link, ("a broken symbolic link", "point it at the file")),
+    Bad(
+        "data_daily_bad_date",
+        _data_file(
+            "AAPL.csv", b"Date,Open,High,Low,Close,Volume\n2019-02-11,10,11,9,10,100\nxx,10,11,9,10,100\n"
+        ),
+        ("line 3", "'xx' is not an ISO 8601 date", "2019-02-11 (a date"),
     ),
     Bad("data_many_bad_files", _bad_files(4), ("4 of 5 input files have problems", "and 1 more")),
     Bad(

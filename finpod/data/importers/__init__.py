@@ -16,6 +16,7 @@ Minute bars outside XNAS regular hours are dropped and counted; zero-volume bars
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -79,17 +80,32 @@ def expand_paths(paths: Sequence[Path]) -> list[Path]:
         The data files, folders expanded in name order.
 
     Raises:
-        DataError: a path does not exist, or a folder holds no data file.
+        DataError: a path does not exist, is a broken symbolic link (also inside a folder: never
+            skipped silently), or a folder holds no data file.
     """
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
+            broken = sorted(
+                p
+                for p in path.iterdir()
+                if p.is_symlink() and not p.exists() and p.name.endswith(DATA_SUFFIXES)
+            )
+            if broken:
+                raise DataError(
+                    f"{broken[0]}: a broken symbolic link (to {os.readlink(broken[0])}); fix: point it at "
+                    "the file or remove it"
+                )
             inside = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(DATA_SUFFIXES))
             if not inside:
                 raise DataError(f"{path}: folder holds no .csv or .parquet file; point at the data files")
             files.extend(inside)
         elif path.is_file():
             files.append(path)
+        elif path.is_symlink():
+            raise DataError(
+                f"{path}: a broken symbolic link (to {os.readlink(path)}); fix: point it at the file"
+            )
         else:
             raise DataError(f"{path}: no such file or folder; check the path")
     if not files:

@@ -134,9 +134,12 @@ def parse_timestamps(values: pd.Series, source: str, symbol: str) -> pd.Series:
     bad = np.flatnonzero((coerced.isna() & values.notna()).to_numpy() | values.isna().to_numpy())
     if bad.size:
         line = int(bad[0]) + CSV_HEADER_LINES + 1
+        good = values.astype("str")[coerced.notna().to_numpy()]
+        dates_only = bool(len(good)) and not good.str.contains(":", regex=False).any()
+        example = "2019-02-11 (a date: daily bars)" if dates_only else "2019-02-11T14:30:00+00:00"
         raise DataError(
             f"{source}: {symbol} line {line}: timestamp {readable(values.iloc[int(bad[0])])} is not an "
-            "ISO 8601 time with a known UTC offset; write e.g. 2019-02-11T14:30:00+00:00"
+            f"ISO 8601 {'date' if dates_only else 'time with a known UTC offset'}; write e.g. {example}"
         )
     text = values.astype("str")
     zoned = text.str.contains(r"(?:[+-]\d\d:?\d\d|Z)$", regex=True).to_numpy()

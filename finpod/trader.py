@@ -1,6 +1,6 @@
 """A finished run's trained trader as a plain callable, and its export to a self-contained file.
 
-``run.policy("best")`` (the selected agent), ``run.policy("ensemble")`` (the top-k ensemble the
+``run.policy("best")`` (the selected agent), ``run.policy("ensemble")`` (the distinct-lineage ensemble the
 run backtested) or ``run.policy(2)`` (the leaderboard entry ranked 2, 1 = best) returns a
 :class:`TraderPolicy`: observations ``(N, D)`` in, actions ``(N, A)`` out, deterministic. The
 observation is the env's (:mod:`finpod.env.observation`), built with the run's own feature

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -180,10 +179,6 @@ class Leaderboard:
     def scores(self) -> list[float]:
         """The entries' scores, best first."""
         return [entry.score for entry in self._entries]
-
-    def median_score(self) -> float | None:
-        """Median of the entries' scores, ``None`` when the board is empty."""
-        return statistics.median(self.scores()) if self._entries else None
 
     def admits(self, pod_id: int, score: float) -> bool:
         """Whether a snapshot of pod ``pod_id`` scoring ``score`` would enter (see the module doc)."""

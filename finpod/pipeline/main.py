@@ -292,7 +292,7 @@ def target_weights(actions: torch.Tensor) -> torch.Tensor:
 
 
 def ensemble_policy(agents: list[Agent], action_mode: str) -> Policy:
-    """The top-k ensemble: the average of the agents' TARGET WEIGHTS (DESIGN.md, the final trader).
+    """The distinct-lineage ensemble: the average of the agents' TARGET WEIGHTS (DESIGN.md, the final trader).
 
     In ``weights`` mode each agent's deterministic action is first turned into the weights the env
     would trade (clamp, normalise), so an agent's vote does not depend on the scale of its raw

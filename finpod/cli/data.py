@@ -24,7 +24,7 @@ from finpod.data.alpaca_source import (
 from finpod.data.dataset_info import DatasetInfo, dataset_info
 from finpod.data.importers import DuplicatePolicy, import_paths
 from finpod.data.store import Manifest
-from finpod.data.synth import ALPHA_ANNUAL, DEFAULT_START, SIGNAL_KINDS, SignalSpec, write_synth_dataset
+from finpod.data.synth import ALPHA_ANNUAL, DEFAULT_START, SignalKind, SignalSpec, write_synth_dataset
 from finpod.errors import SpecError
 from finpod.net import DEFAULT_TIMEOUTS
 
@@ -100,9 +100,7 @@ def synth(
     freq: Annotated[Frequency, typer.Option("--freq", help="Bar size.")] = "1d",
     seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed; same seed, same bars.")] = 0,
     start: Annotated[str, typer.Option("--start", help="First calendar date (YYYY-MM-DD).")] = DEFAULT_START,
-    signal: Annotated[
-        str, typer.Option("--signal", help=f"Planted observable signal: {', '.join(SIGNAL_KINDS)}.")
-    ] = "none",
+    signal: Annotated[SignalKind, typer.Option("--signal", help="Planted observable signal.")] = "none",
     signal_strength: Annotated[
         float,
         typer.Option("--signal-strength", help="|AR(1) coefficient| of demeaned bar returns, e.g. 0.1."),
@@ -124,7 +122,7 @@ def synth(
     if target is None:
         raise SpecError("data synth: no dataset folder; fix: pass --out FOLDER, e.g. --out data/synthetic")
     first = _date(start, "--start")
-    planted = SignalSpec(signal, signal_strength)  # type: ignore[arg-type]  # checked in __post_init__
+    planted = SignalSpec(signal, signal_strength)
     manifest = write_synth_dataset(
         target,
         symbols,

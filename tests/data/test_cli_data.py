@@ -86,7 +86,7 @@ def test_info_counts_filled_bars(tmp_path: Path) -> None:
         (("--freq", "5min"), ("--freq", "'5min' is not one of '1min', '1d'")),
         (("--symbols", "0"), ("--symbols 0",)),
         (("--start", "2016-13-01"), ("--start '2016-13-01' is not a date",)),
-        (("--signal", "wave"), ("--signal 'wave'", "reversal")),
+        (("--signal", "wave"), ("--signal", "'wave' is not one of 'none', 'reversal', 'momentum'")),
         (("--signal", "reversal", "--signal-strength", "1.5"), ("--signal-strength 1.5", "[0, 0.9]")),
     ],
 )

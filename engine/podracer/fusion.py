@@ -58,13 +58,16 @@ def learner_seed(seed: int, rank: int) -> int:
     return (seed + rank * HELPER_SEED_STRIDE) % 2**31
 
 
-def average_(tensors: list[torch.Tensor], group: Any, world: int) -> None:
-    """Average ``tensors`` in place across the ``world`` members of ``group``, one all-reduce per dtype."""
+def average_(tensors: list[torch.Tensor], group: Any, world: int, device: torch.device) -> None:
+    """Average ``tensors`` in place across the ``world`` members of ``group``, one all-reduce per dtype.
+
+    The flat buffer travels on ``device``, the group's communication device (the host for gloo).
+    """
     by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
     for tensor in tensors:
         by_dtype.setdefault(tensor.dtype, []).append(tensor)
     for same in by_dtype.values():
-        flat = torch.cat([t.reshape(-1) for t in same])
+        flat = torch.cat([t.reshape(-1) for t in same]).to(device)
         group.allreduce([flat]).wait()
         flat /= world
         offset = 0
@@ -81,12 +84,16 @@ class EpochFusion:
         group: the pod's process group.
         world: ``K``, learners in the group.
         fuse_moments: also average Adam's ``exp_avg`` and ``exp_avg_sq``.
+        device: the group's communication device (the learner's GPU for NCCL, else the CPU).
     """
 
-    def __init__(self, agent: PPOAgent, group: Any, world: int, fuse_moments: bool) -> None:
+    def __init__(
+        self, agent: PPOAgent, group: Any, world: int, fuse_moments: bool, device: torch.device
+    ) -> None:
         """See the class docstring."""
         self.agent = agent
         self.group = group
+        self.device = device
         self.world = world
         self.fuse_moments = fuse_moments
         self.fusions = 0
@@ -103,22 +110,23 @@ class EpochFusion:
         stats = agent.obs_stats
         second_moment = stats.var + stats.mean.square()
         kl = epoch_kl.detach().reshape(1).to(torch.float32).clone()
-        average_([*tensors, stats.mean, second_moment, kl], self.group, self.world)
+        average_([*tensors, stats.mean, second_moment, kl], self.group, self.world, self.device)
         stats.var.copy_((second_moment - stats.mean.square()).clamp_min(0.0))
         self.fusions += 1
         return kl[0]
 
 
-def _make_group(store: Any, rank: int, world: int, device: torch.device) -> Any:
-    """NCCL when every learner has its own GPU, else gloo on 127.0.0.1."""
+def _make_group(store: Any, rank: int, world: int, device: torch.device) -> tuple[Any, torch.device]:
+    """``(group, communication device)``: NCCL on this learner's GPU when every learner has its own
+    GPU, else gloo on 127.0.0.1 with buffers on the host."""
     if device.type == "cuda" and torch.cuda.device_count() >= world:
         options = dist.ProcessGroupNCCL.Options()
         options._timeout = FUSION_TIMEOUT
-        return dist.ProcessGroupNCCL(store, rank, world, options)
+        return dist.ProcessGroupNCCL(store, rank, world, options), torch.device("cuda", rank)
     options = dist.ProcessGroupGloo._Options()  # type: ignore[attr-defined]  # bind loopback: torch's own API
     options._timeout = FUSION_TIMEOUT
     options._devices = [dist.ProcessGroupGloo.create_device(hostname="127.0.0.1")]
-    return dist.ProcessGroupGloo(store, rank, world, options)
+    return dist.ProcessGroupGloo(store, rank, world, options), torch.device("cpu")
 
 
 def _broadcast_bytes(group: Any, data: bytes | None, device: torch.device) -> bytes:
@@ -154,26 +162,26 @@ def _helper_main(
 ) -> None:
     """A helper learner's process: build its agent and env, then obey the lead until told to stop."""
     torch.set_num_threads(1)
+    if torch.cuda.is_available() and torch.cuda.device_count() >= world:
+        torch.cuda.set_device(rank)  # before the factory: "cuda" is then this learner's own GPU
     agent_factory, env_factory = cloudpickle.loads(code)
     own_seed = learner_seed(seed, rank)
     agent: PPOAgent = agent_factory(config, own_seed)
-    if agent.device.type == "cuda" and torch.cuda.device_count() >= world:
-        torch.cuda.set_device(rank)
     env = env_factory(own_seed)
     store = dist.FileStore(store_path, world)
-    group = _make_group(dist.PrefixStore("fusion", store), rank, world, agent.device)
-    agent.epoch_hook = EpochFusion(agent, group, world, fuse_moments)
+    group, device = _make_group(dist.PrefixStore("fusion", store), rank, world, agent.device)
+    agent.epoch_hook = EpochFusion(agent, group, world, fuse_moments, device)
     while True:
-        command = _command(group, 0, agent.device)
+        command = _command(group, 0, device)
         if command == _STOP:
             break
         if command == _SYNC:
-            agent.load_state_dict(_unpack(_broadcast_bytes(group, None, agent.device)))
+            agent.load_state_dict(_unpack(_broadcast_bytes(group, None, device)))
             agent.generator.manual_seed(own_seed * 1_000_003 + agent.policy_version)
         elif command == _TRAIN:
             agent.train_round(env)
         elif command == _GATHER:
-            _gather_vectors(group, agent, world)
+            _gather_vectors(group, agent, world, device)
 
 
 def learner_vector(agent: PPOAgent) -> torch.Tensor:
@@ -186,9 +194,9 @@ def learner_vector(agent: PPOAgent) -> torch.Tensor:
     return torch.cat([part.double() for part in parts])
 
 
-def _gather_vectors(group: Any, agent: PPOAgent, world: int) -> list[torch.Tensor]:
+def _gather_vectors(group: Any, agent: PPOAgent, world: int, device: torch.device) -> list[torch.Tensor]:
     """Every learner's :func:`learner_vector` (an all-gather; each rank gets all ``world``)."""
-    mine = learner_vector(agent)
+    mine = learner_vector(agent).to(device)
     everyone = [torch.empty_like(mine) for _ in range(world)]
     group.allgather([everyone], [mine]).wait()
     return [vector.cpu() for vector in everyone]
@@ -346,9 +354,9 @@ class FusedAgent:
         ]
         for process in processes:
             process.start()
-        group = _make_group(dist.PrefixStore("fusion", store), 0, world, self.lead.device)
-        self.lead.epoch_hook = EpochFusion(self.lead, group, world, self.fuse_moments)
-        self._team = _Team(group, processes, store, folder, self.lead.device)
+        group, device = _make_group(dist.PrefixStore("fusion", store), 0, world, self.lead.device)
+        self.lead.epoch_hook = EpochFusion(self.lead, group, world, self.fuse_moments, device)
+        self._team = _Team(group, processes, store, folder, device)
         self._finalizer = weakref.finalize(self, self._team.close)
         self._sync = True
         return self._team
@@ -370,7 +378,7 @@ class FusedAgent:
             _broadcast_bytes(team.group, _pack(self.lead.state_dict()), team.device)
             self._sync = False
         _command(team.group, _GATHER, team.device)
-        return _gather_vectors(team.group, self.lead, self.learners)
+        return _gather_vectors(team.group, self.lead, self.learners, team.device)
 
     def helper_pids(self) -> list[int]:
         """Process ids of the running helper learners (empty before the first round)."""

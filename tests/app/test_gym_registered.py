@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 from tiny import tiny_bars, tiny_spec, write_tiny_dataset
 
@@ -72,6 +74,9 @@ def test_next_step_vector_env_reports_each_final_observation_and_reward_exactly_
 
 def test_single_env_gym_make_episode_then_reset(spec_file: Path) -> None:
     env = gym.make(finpod.GYM_ID, spec=str(spec_file), segment="validation", random_start=False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*infinity.*")  # features are unbounded by design
+        check_env(env.unwrapped)  # gymnasium's own conformance checks (seeding, spaces, step API)
     obs, info = env.reset(seed=1)
     assert obs.shape == env.observation_space.shape
     assert info["bar_index"] >= 0

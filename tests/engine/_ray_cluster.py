@@ -2,9 +2,10 @@
 
 ``ray.cluster_utils.Cluster`` starts a real GCS and one raylet (with its worker processes) per node,
 exactly what ``ray start`` starts, but bound to loopback (``ray start --address`` would resolve
-127.0.0.1 to a public address). ``tests/conftest.py`` imports the session fixture :func:`ray_cluster`
-from here (after :mod:`engine._ray_env` has set the Ray environment), so one cluster serves every Ray
-test of a session and is started only when one of them runs.
+127.0.0.1 to a public address). ``tests/conftest.py`` imports the fixture :func:`ray_cluster` from
+here (after :mod:`engine._ray_env` has set the Ray environment): a test module that uses it gets its
+own cluster, started when its first Ray test runs and stopped after its module, so no Ray process
+idles through the rest of the suite.
 """
 
 from __future__ import annotations
@@ -85,9 +86,9 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[LocalCluster]:
-    """The session's Ray cluster: a head and one worker node of 1 CPU each on 127.0.0.1.
+    """The module's Ray cluster: a head and one worker node of 1 CPU each on 127.0.0.1.
 
     A test that adds or removes nodes leaves it as it found it (two nodes).
     """

@@ -1,6 +1,6 @@
 """The Ray backend on a real local Ray cluster on 127.0.0.1: a head and worker nodes as separate processes.
 
-The session's cluster (``ray.cluster_utils.Cluster``: a real GCS and a raylet per node, each node its
+The module's cluster (``ray.cluster_utils.Cluster``: a real GCS and a raylet per node, each node its
 own processes), one CPU per node, one pod worker per CPU. The chaos test kills a pod worker's
 process mid-round, removes a node and adds one while a tiny tournament runs to its budget, then checks
 the events, the budget, and that the leaderboard lost nothing. Every process is stopped at the end,
@@ -40,7 +40,7 @@ from podracer.pod import Pod
 
 @pytest.fixture(scope="module")
 def cluster(ray_cluster: LocalCluster) -> Iterator[LocalCluster]:
-    """The session's cluster (a head and a worker node, 1 CPU each), with this process as its driver."""
+    """The module's cluster (a head and a worker node, 1 CPU each), with this process as its driver."""
     ray.init(address=ray_cluster.address, log_to_driver=False)
     try:
         assert {node["NodeManagerAddress"] for node in ray.nodes()} == {"127.0.0.1"}

@@ -8,13 +8,13 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from engine._kill_child import KILL_TEST_CONFIG
 from engine._tournament_kit import Validation, make_agent, resume_tournament
+from kill_moment import wait_for_kill_moment
 from podracer import Leaderboard, read_events
 from podracer.snapshot import load_snapshot
 
@@ -25,7 +25,8 @@ MAX_DELAY_AFTER_FIRST_ROUND_S = 0.25
 """Each kill lands at a uniform random moment up to this long after the child's first new round."""
 CHILD_PROGRESS_TIMEOUT_S = 120.0
 """How long a child may take to import torch and finish a round before the test gives up."""
-POLL_S = 0.05
+MAX_EXTRA_ROUNDS_BEFORE_KILL = 4
+"""A kill lands at most this many rounds after the first new one; the budget outlasts ten kills."""
 ROUND_FINISHED = b'"kind": "round_finished"'
 SCORE_RTOL = 1e-5
 """Re-evaluating a loaded snapshot may run with another torch thread count than the child did."""
@@ -61,16 +62,17 @@ def test_sigkill_at_random_moments_never_loses_or_corrupts_the_leaderboard(tmp_p
     }
     best_before, entries_before, kills = -float("inf"), 0, 0
     for _ in range(KILLS):
-        rounds_before = _rounds_logged(run_dir)
         child = subprocess.Popen(
             [sys.executable, "-m", "engine._kill_child", str(run_dir)], cwd=TESTS_DIR, env=child_env
         )
-        deadline = time.monotonic() + CHILD_PROGRESS_TIMEOUT_S
-        while _rounds_logged(run_dir) <= rounds_before and child.poll() is None:
-            assert time.monotonic() < deadline, "the child made no progress"
-            time.sleep(POLL_S)
-        time.sleep(rng.uniform(0.0, MAX_DELAY_AFTER_FIRST_ROUND_S))
-        assert child.poll() is None, "the budget ran out before the kill; raise KILL_TEST_BUDGET_ROUNDS"
+        wait_for_kill_moment(
+            child,
+            lambda: _rounds_logged(run_dir),
+            rng,
+            max_delay_s=MAX_DELAY_AFTER_FIRST_ROUND_S,
+            max_extra_rounds=MAX_EXTRA_ROUNDS_BEFORE_KILL,
+            progress_timeout_s=CHILD_PROGRESS_TIMEOUT_S,
+        )
         child.send_signal(signal.SIGKILL)
         child.wait()
         kills += 1

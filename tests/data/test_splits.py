@@ -130,6 +130,33 @@ def test_clean_bars_and_a_quiet_crash_are_not_splits(adjusted_minutes: pd.DataFr
     assert detect_splits(crash, "1min") == []
 
 
+def test_a_crash_on_news_volume_is_not_a_split() -> None:
+    """Daily price /1.5 for good and share volume x1.5 for good, like a 3:2 split, but the first day at
+    the new price trades seven times the usual shares (BKNG 2000-11-03 in pooksoft's adjusted bars)."""
+    bars = synth_market(1, 30, "1d", seed=4, start="2021-02-01")
+    split = bars.copy()
+    split.loc[15:, PRICES] = split.loc[15:, PRICES] / 1.5
+    split.loc[15:, "volume"] = split.loc[15:, "volume"] * 1.5
+    (jump,) = detect_splits(split, "1d")
+    assert jump.timestamp == bars["timestamp"].iloc[15]
+    news = split.copy()
+    news.loc[15, "volume"] = news.loc[15, "volume"] * 7.0
+    assert detect_splits(news, "1d") == []
+
+
+def test_a_bad_bar_undone_the_next_day_is_not_a_split() -> None:
+    """One daily bar at 2/3 of the price while volume happens to rise x1.5 for good (CMCSA 2004-08-02)."""
+    bars = synth_market(1, 30, "1d", seed=4, start="2021-02-01")
+    glitch = bars.copy()
+    glitch.loc[15, PRICES] = glitch.loc[15, PRICES] * 2 / 3
+    glitch.loc[15:, "volume"] = glitch.loc[15:, "volume"] * 1.5
+    assert detect_splits(glitch, "1d") == []
+    for_good = glitch.copy()
+    for_good.loc[16:, PRICES] = for_good.loc[16:, PRICES] * 2 / 3
+    (jump,) = detect_splits(for_good, "1d")
+    assert jump.timestamp == bars["timestamp"].iloc[15]
+
+
 def _vendor_daily(tmp_path: Path, close: np.ndarray, splits: np.ndarray, volume: np.ndarray) -> Path:
     days = pd.bdate_range("2020-08-17", periods=close.size)
     frame = pd.DataFrame(

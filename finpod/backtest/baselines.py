@@ -6,16 +6,16 @@ orders fill at the next bar's open (or close, as ``config.fill`` says) with the 
 half-spread, volume cap and rebalance band, and it then holds: every later step sends no order.
 No baseline ever trades at a price it has already seen.
 
-The entry is one target-weights step (``weights`` action mode); holding is a ``share_delta`` step
-with a zero action on the same market tables and state, which gives exactly zero orders (a target
-weight step would re-trade the drift between a close and the next open). A baseline whose entry
-the volume cap or the band cuts short keeps what it got.
+The entry is one target-weights step (``weights`` action mode); holding sends no order (a target
+weight step would re-trade the drift between a close and the next open), so the env's own
+valuation of the unchanged account at every later close is computed for all bars at once
+(:func:`finpod.env.dynamics.hold`, equal bit for bit to stepping a zero ``share_delta`` action).
+A baseline whose entry the volume cap or the band cuts short keeps what it got.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 import pandas as pd
@@ -55,20 +55,16 @@ def run_buy_and_hold(
     """
     weights_config = dataclasses.replace(backtest_config(config, panel, segment), action_mode="weights")
     env = TradingEnv(panel, segment, weights_config, 1, BASELINE_SEED, device)
-    hold = functools.partial(
-        dynamics.step, dataclasses.replace(weights_config, action_mode="share_delta"), env.market
-    )
     recorder = LedgerRecorder(panel, segment, config, device)
     env.reset(seed=BASELINE_SEED)
     entry = torch.as_tensor(entry_weights, dtype=torch.float32, device=device).reshape(1, -1)
     _, _, _, _, info = env.step(entry)
-    recorder.record(1, info)
-    no_orders = torch.zeros((1, panel.num_assets), dtype=torch.float32, device=device)
-    for row in range(2, recorder.num_bars):
-        env.state, out = hold(env.state, no_orders)
-        recorder.record(row, out._asdict())
-    env.note_steps_taken(recorder.num_bars - 2)
-    return recorder.ledger()
+    recorder.record(info)
+    stop = recorder.start + recorder.num_bars
+    recorder.record_rows(
+        dynamics.hold(env.market, info["cash_usd"], info["shares"], recorder.start + 2, stop)
+    )
+    return recorder.ledgers()[0]
 
 
 def equal_weight_weights(panel: Panel, segment: str) -> np.ndarray:

@@ -64,7 +64,6 @@ def run_policy(panel: Panel, segment: str, config: EnvConfig, policy: Policy, de
     return run_policies(panel, segment, config, [policy], device)[0]
 
 
-@torch.no_grad()
 def run_policies(
     panel: Panel, segment: str, config: EnvConfig, policies: Sequence[Policy], device: torch.device
 ) -> list[Ledger]:
@@ -74,7 +73,7 @@ def run_policies(
     observation batch), so the per-bar cost of the env is paid once for all policies. The envs
     share nothing but the market: each ledger equals the one a pass of that policy alone gives.
     Small batches run with one torch thread (:func:`threads_for`), so results do not depend on the
-    machine's thread count.
+    machine's thread count. The loop runs in ``torch.inference_mode`` (no autograd bookkeeping).
 
     Args:
         panel: the market (any device).
@@ -87,21 +86,20 @@ def run_policies(
         One ledger per policy, in order; row 0 (the first bar) is all cash.
     """
     count = len(policies)
-    with torch_threads(threads_for(count)):
+    with torch_threads(threads_for(count)), torch.inference_mode():
         env = TradingEnv(
             panel, segment, backtest_config(config, panel, segment), count, BACKTEST_SEED, device
         )
-        recorders = [LedgerRecorder(panel, segment, config, device, env_index=i) for i in range(count)]
+        recorder = LedgerRecorder(panel, segment, config, device, num_envs=count)
         obs, _ = env.reset(seed=BACKTEST_SEED)
-        for row in range(1, recorders[0].num_bars):
+        for _ in range(1, recorder.num_bars):
             if count == 1:
                 actions = policies[0](obs)
             else:
                 actions = torch.cat([policy(obs[i : i + 1]) for i, policy in enumerate(policies)])
             obs, _, _, _, info = env.step(actions)
-            for recorder in recorders:
-                recorder.record(row, info)
-    return [recorder.ledger() for recorder in recorders]
+            recorder.record(info)
+        return recorder.ledgers()
 
 
 def run_backtest(

@@ -219,3 +219,41 @@ def step(
         equity_usd=new_state.equity_usd,
     )
     return new_state, output._replace(obs=obs)
+
+
+def hold(
+    market: Market, cash_usd: torch.Tensor, shares: torch.Tensor, first_bar: int, stop_bar: int
+) -> dict[str, torch.Tensor]:
+    """The accounts that steps with no orders give on bars ``first_bar .. stop_bar - 1``, at once.
+
+    Holding sends no order, so cash and shares stay as they are (no fill, no cost) and only the
+    valuation moves: equity at each bar's close is ``cash + sum(shares x close)``, the arithmetic of
+    :func:`settle`, batched over the bars instead of stepped (a buy-and-hold baseline's ``K``
+    steps become a few ops; ``tests/env`` checks it equals the stepped hold bit for bit). Episode
+    ends and rewards are not considered.
+
+    Args:
+        market: the panel's tables.
+        cash_usd: float64 ``(N,)`` cash of ``N`` accounts after their last trade.
+        shares: float64 ``(N, M)`` their holdings.
+        first_bar: the first bar held through (the bar after the last trade's).
+        stop_bar: one past the last bar to value (``>= first_bar``).
+
+    Returns:
+        With ``K = stop_bar - first_bar`` rows: ``equity_usd``, ``cash_usd``, ``cost_usd`` (0),
+        ``traded_usd`` (0) float64 ``(K, N)``, ``shares`` float64 ``(K, N, M)`` and ``bar_index``
+        int64 ``(K, N)``, as :class:`StepOutput` names them.
+    """
+    bars = torch.arange(first_bar, stop_bar, dtype=torch.int64, device=cash_usd.device)
+    close = market.bars[first_bar:stop_bar, CLOSE_ROW].to(MONEY_DTYPE)
+    count, num_envs = bars.shape[0], cash_usd.shape[0]
+    holdings_usd = shares.unsqueeze(0) * close.unsqueeze(1)
+    zeros = torch.zeros((count, num_envs), dtype=MONEY_DTYPE, device=cash_usd.device)
+    return {
+        "equity_usd": cash_usd.unsqueeze(0) + holdings_usd.sum(dim=2),
+        "cash_usd": cash_usd.expand(count, num_envs),
+        "shares": shares.expand(count, *shares.shape),
+        "cost_usd": zeros,
+        "traded_usd": zeros,
+        "bar_index": bars.unsqueeze(1).expand(count, num_envs),
+    }

@@ -17,6 +17,7 @@ from podracer.ppo import (
     AgentError,
     PPOAgent,
     PPOConfig,
+    RunningMeanStd,
     bootstrap_truncated,
     compute_gae,
     learning_rate_at,
@@ -414,3 +415,30 @@ def test_matmul_flop_count() -> None:
     transitions = SMALL.rollout_steps * 100
     expected = per_row * transitions + (3 * per_row - first_layers) * transitions * SMALL.update_epochs
     assert agent.learner_flops_per_round(num_envs=100) == expected
+
+
+def _uncached_act(agent: PPOAgent, obs: torch.Tensor) -> torch.Tensor:
+    """``act`` as it was before the normalisation constants were cached (recomputed per call)."""
+    normalized = RunningMeanStd.standardize(
+        obs, agent.obs_stats.mean, agent.obs_stats.var, agent.config.obs_clip
+    )
+    with torch.no_grad():
+        dist = agent.model.distribution(normalized)
+        return agent.action_low + (agent.action_high - agent.action_low) * dist.squash(dist.mode())
+
+
+@pytest.mark.parametrize("bounds", [(0.0, 1.0), (-2.0, 3.0)])
+def test_cached_normalisation_follows_every_change_of_the_statistics(bounds: tuple[float, float]) -> None:
+    low, high = bounds
+    agent, other = toy_agent(low=low, high=high), toy_agent(seed=1, low=low, high=high)
+    obs = torch.randn(5, OBS_DIM, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(agent.act(obs), _uncached_act(agent, obs))
+    agent.train_round(toy_env(32, low, high))  # merges the round's observations into the statistics
+    with torch.inference_mode():  # as the evaluation loops run it
+        assert torch.equal(agent.act(obs), _uncached_act(agent, obs))
+    other.obs_stats.merge(
+        obs.sum(0).double() * 7, obs.square().sum(0).double() * 9, torch.tensor(5.0).double()
+    )
+    agent.load_state_dict(other.state_dict())
+    assert torch.equal(agent.act(obs), other.act(obs))
+    assert torch.equal(agent.act(obs), _uncached_act(other, obs))

@@ -212,14 +212,34 @@ def fetch(
             f"{DEFAULT_TIMEOUTS.retries + 1} times, then the fetch stops with an error.",
         ),
     ] = DEFAULT_TIMEOUTS.read_s,
+    adjust: Annotated[
+        str | None,
+        typer.Option(
+            "--adjust",
+            help="splits=FILE: a corporate-actions table (symbol,date,ratio) whose rows replace Alpaca's "
+            "for their dates; a 1:1 row marks a real price move.",
+        ),
+    ] = None,
 ) -> None:
-    """Fetch split/dividend-adjusted Alpaca bars (keys from APCA_API_KEY_ID / APCA_API_SECRET_KEY)."""
+    """Fetch split/dividend-adjusted Alpaca bars, splits checked against Alpaca's corporate actions.
+
+    Keys come from APCA_API_KEY_ID / APCA_API_SECRET_KEY.
+    """
     frequency = freq
     first, last = _date(start, "--start"), _date(end, "--end")
     timeouts = dataclasses.replace(DEFAULT_TIMEOUTS, read_s=timeout)
     client = make_client(os.environ, url=data_url, retry=DEFAULT_RETRY, timeouts=timeouts)
     cache_dir = cache if cache is not None else default_cache_dir(out)
-    report = fetch_bars(symbols.split(","), first, last, frequency, out, client=client, cache_dir=cache_dir)
+    report = fetch_bars(
+        symbols.split(","),
+        first,
+        last,
+        frequency,
+        out,
+        client=client,
+        cache_dir=cache_dir,
+        splits_table=None if adjust is None else _splits_table(adjust),
+    )
     _console.print(
         f"chunks: {report.chunks_fetched} fetched, {report.chunks_cached} from cache ({cache_dir})"
     )

@@ -63,6 +63,8 @@ VOLUME_BLOCKS: Final[int] = 5
 """Blocks of :func:`block_bars` bars compared on each side of a jump."""
 PRICE_COLUMNS: Final[tuple[str, ...]] = ("open", "high", "low", "close")
 ACTION_COLUMNS: Final[tuple[str, ...]] = ("symbol", "date", "ratio")
+SPLITS_SHOWN: Final[int] = 3
+"""Suspect splits a refusal shows (all are counted)."""
 
 
 @dataclass(frozen=True)
@@ -276,3 +278,73 @@ def apply_splits(bars: pd.DataFrame, actions: pd.DataFrame) -> tuple[pd.DataFram
         out.loc[earlier, "volume"] = out.loc[earlier, "volume"] * factor
         applied += 1
     return out, applied
+
+
+ALREADY_ADJUSTED_JUMP: Final[float] = 0.25
+"""A listed split whose bar moves less than 25 % is already in the prices (the source adjusted them)."""
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """Listed splits checked against the bars (see :func:`reconcile_splits`).
+
+    Attributes:
+        bars: the bars, adjusted for the listed splits that were still raw in them.
+        applied: listed splits whose jump was in the bars and was adjusted.
+        already_adjusted: listed splits the bars were already adjusted for.
+    """
+
+    bars: pd.DataFrame
+    applied: int
+    already_adjusted: int
+
+
+def reconcile_splits(bars: pd.DataFrame, actions: pd.DataFrame, lister: str) -> Reconciled:
+    """Check each listed split against the bars: adjust it where the prices still jump, count it where not.
+
+    At a split's ex-date (the first bar of that New York session) the prices either jump by the
+    ratio (raw: earlier bars of that symbol get prices divided by the ratio and volume multiplied by
+    it) or barely move (already adjusted: less than :data:`ALREADY_ADJUSTED_JUMP`). A split whose
+    ex-date has no bar on both sides in ``bars`` is left alone; ``1:1`` rows are skipped.
+
+    Args:
+        bars: bar-schema frame, ``n`` rows, oldest first within each symbol.
+        actions: ``symbol, date, ratio`` rows (see :func:`read_actions`).
+        lister: who lists the splits, for messages (``"Alpaca's corporate actions"``).
+
+    Returns:
+        The :class:`Reconciled` bars and counts.
+
+    Raises:
+        DataError: a listed split whose bar moved neither by the ratio nor by little (one line).
+    """
+    out = bars.copy()
+    for name in (*PRICE_COLUMNS, "volume"):
+        out[name] = out[name].to_numpy(dtype=np.float64)
+    session = pd.DatetimeIndex(out["timestamp"]).tz_convert(EXCHANGE_TIMEZONE).tz_localize(None).normalize()
+    symbols = out["symbol"].to_numpy()
+    applied = already = 0
+    for symbol, ex_date, ratio in zip(actions["symbol"], actions["date"], actions["ratio"], strict=True):
+        if ratio == 1:
+            continue
+        mine = np.flatnonzero(symbols == symbol)
+        later = mine[session[mine] >= pd.Timestamp(ex_date)]
+        if later.size == 0 or later[0] == mine[0]:
+            continue  # no bar on both sides of the ex-date
+        first, last = int(later[0]), int(mine[mine < later[0]][-1])
+        jump = float(out["close"].iloc[last] / out["open"].iloc[first])
+        if abs(math.log(jump / float(ratio))) < math.log1p(PRICE_TOLERANCE):
+            earlier = (symbols == symbol) & (np.arange(len(out)) < first)
+            for name in PRICE_COLUMNS:
+                out.loc[earlier, name] = out.loc[earlier, name] / float(ratio)
+            out.loc[earlier, "volume"] = out.loc[earlier, "volume"] * float(ratio)
+            applied += 1
+        elif abs(math.log(jump)) < math.log1p(ALREADY_ADJUSTED_JUMP):
+            already += 1
+        else:
+            raise DataError(
+                f"{symbol} {out['timestamp'].iloc[first]}: {lister} list a {ratio_text(ratio)} split "
+                f"but the price moved x{1 / jump:.3f} there, neither raw nor adjusted; fix: pass --adjust "
+                "splits=FILE with a row for that date (the right ratio, or 1:1 to keep the prices as given)"
+            )
+    return Reconciled(out, applied, already)

@@ -6,9 +6,11 @@ import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from clirun import run_cli
 from fakes.alpaca_server import EXPECTED_HEADERS, FakeAlpacaServer, bars_to_alpaca_json
 from finpod.data import alpaca_source
 from finpod.data.alpaca_source import FetchReport, RetryPolicy, fetch_bars, keys_from_env, make_client
@@ -271,3 +273,140 @@ def test_default_client_reads_keys_from_the_environment(
     monkeypatch.delenv("APCA_API_SECRET_KEY", raising=False)
     with pytest.raises(BrokerError, match="set both APCA_API_KEY_ID and APCA_API_SECRET_KEY"):
         fetch_bars(["AAPL"], START, END, "1d", tmp_path / "ds")
+
+
+# ---------------------------------------------------------------- splits: checked, never assumed
+
+SPLIT_START, SPLIT_END, EX_DATE = dt.date(2021, 2, 1), dt.date(2021, 2, 12), "2021-02-08"
+PRICES = ["open", "high", "low", "close"]
+
+
+@pytest.fixture(scope="module")
+def adjusted_minutes() -> pd.DataFrame:
+    """Ten sessions of two symbols' minute bars: the truth, in today's shares."""
+    return synth_market(2, 10, "1min", seed=21, start=SPLIT_START.isoformat())
+
+
+def _raw(bars: pd.DataFrame, symbol: str, ratio: float) -> pd.DataFrame:
+    """What a lagging split adjustment serves: before the ex-date, prices x ratio and volume / ratio."""
+    raw = bars.copy()
+    session = raw["timestamp"].dt.tz_convert("America/New_York").dt.date.astype(str)
+    earlier = (raw["symbol"] == symbol) & (session < EX_DATE)
+    raw.loc[earlier, PRICES] = raw.loc[earlier, PRICES] * ratio
+    raw.loc[earlier, "volume"] = raw.loc[earlier, "volume"] / ratio
+    return raw
+
+
+def _fetch_split_window(served: pd.DataFrame, tmp_path: Path, splits: list[tuple[str, float]]) -> FetchReport:
+    with FakeAlpacaServer(key_id=KEY_ID, secret_key=SECRET) as fake:
+        for symbol, rows in bars_to_alpaca_json(served).items():
+            fake.add_bars("1Min", symbol, rows)
+        for symbol, ratio in splits:
+            fake.add_split(symbol, EX_DATE, new_rate=ratio)
+        client = make_client(ENV, url=fake.url, retry=NO_WAIT)
+        try:
+            return fetch_bars(
+                ["SYN000", "SYN001"],
+                SPLIT_START,
+                SPLIT_END,
+                "1min",
+                tmp_path / "ds",
+                client=client,
+                cache_dir=tmp_path / "cache",
+            )
+        finally:
+            (actions,) = fake.action_requests()
+            assert actions.query["symbols"] == "SYN000,SYN001"
+            assert set(actions.query["types"].split(",")) == {"forward_split", "reverse_split"}
+            assert (actions.query["start"], actions.query["end"]) == ("2021-02-01", "2021-02-12")
+
+
+def test_a_raw_split_no_corporate_action_explains_is_refused(
+    adjusted_minutes: pd.DataFrame, tmp_path: Path
+) -> None:
+    with pytest.raises(DataError) as caught:
+        _fetch_split_window(_raw(adjusted_minutes, "SYN001", 4.0), tmp_path, [])
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "SYN001 2021-02-08 14:30:00+00:00" in message
+    assert "unadjusted 4:1 split" in message
+    assert "Alpaca's corporate actions list no split there" in message
+    assert "--adjust splits=FILE" in message
+    assert not (tmp_path / "ds").exists()
+
+
+def test_a_raw_split_alpaca_lists_is_adjusted_and_the_split_day_return_is_normal(
+    adjusted_minutes: pd.DataFrame, tmp_path: Path
+) -> None:
+    report = _fetch_split_window(_raw(adjusted_minutes, "SYN001", 4.0), tmp_path, [("SYN001", 4.0)])
+    bars, manifest = read_dataset(tmp_path / "ds")
+    pd.testing.assert_frame_equal(bars, adjusted_minutes, check_dtype=False, rtol=1e-9)
+    assert manifest.adjustment == "split+dividend"
+    assert manifest.repairs["corporate_action_splits_applied"] == 1
+    assert manifest.repairs["corporate_action_splits_already_in_prices"] == 0
+    assert any("adjustment=all" in note for note in report.manifest.notes)
+    closes = bars.loc[bars["symbol"] == "SYN001", "close"].to_numpy()
+    worst = np.abs(np.diff(np.log(closes))).max()
+    assert worst < 0.05, f"largest one-minute move {worst:.3f} after adjustment"
+
+
+def test_a_split_alpaca_already_adjusted_is_counted_not_applied_twice(
+    adjusted_minutes: pd.DataFrame, tmp_path: Path
+) -> None:
+    _fetch_split_window(adjusted_minutes, tmp_path, [("SYN001", 4.0), ("SYN000", 0.1)])
+    bars, manifest = read_dataset(tmp_path / "ds")
+    pd.testing.assert_frame_equal(bars, adjusted_minutes, check_dtype=False)
+    assert manifest.repairs["corporate_action_splits_applied"] == 0
+    assert manifest.repairs["corporate_action_splits_already_in_prices"] == 2
+
+
+def test_a_listed_split_the_prices_match_neither_way_is_refused(
+    adjusted_minutes: pd.DataFrame, tmp_path: Path
+) -> None:
+    with pytest.raises(
+        DataError, match=r"SYN001 .*list a 4:1 split but the price moved x0\.\d+ there, neither raw nor"
+    ):
+        _fetch_split_window(_raw(adjusted_minutes, "SYN001", 2.0), tmp_path, [("SYN001", 4.0)])
+
+
+def test_the_user_table_overrides_alpaca_and_marks_real_moves(
+    adjusted_minutes: pd.DataFrame, tmp_path: Path
+) -> None:
+    """Alpaca lists a wrong ratio for SYN001; the table gives the right one, and a 1:1 row for SYN000."""
+    served = _raw(_raw(adjusted_minutes, "SYN001", 2.0), "SYN000", 4.0)
+    table = tmp_path / "splits.csv"
+    table.write_text(f"symbol,date,ratio\nSYN001,{EX_DATE},2:1\nSYN000,{EX_DATE},1:1\n")
+    with FakeAlpacaServer(key_id=KEY_ID, secret_key=SECRET) as fake:
+        for symbol, rows in bars_to_alpaca_json(served).items():
+            fake.add_bars("1Min", symbol, rows)
+        fake.add_split("SYN001", EX_DATE, new_rate=3.0)
+        client = make_client(ENV, url=fake.url, retry=NO_WAIT)
+        report = fetch_bars(
+            ["SYN000", "SYN001"], SPLIT_START, SPLIT_END, "1min", tmp_path / "ds",
+            client=client, cache_dir=tmp_path / "cache", splits_table=table,
+        )  # fmt: skip
+    bars, _ = read_dataset(tmp_path / "ds")
+    assert report.manifest.repairs["corporate_action_splits_applied"] == 1
+    syn001 = bars["symbol"] == "SYN001"
+    np.testing.assert_allclose(bars.loc[syn001, "close"], adjusted_minutes.loc[syn001, "close"], rtol=1e-9)
+    syn000 = bars["symbol"] == "SYN000"
+    np.testing.assert_allclose(bars.loc[syn000, "close"], served.loc[syn000, "close"])
+
+
+def test_cli_fetch_of_a_raw_split_is_one_line_exit_2(
+    adjusted_minutes: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("APCA_API_KEY_ID", KEY_ID)
+    monkeypatch.setenv("APCA_API_SECRET_KEY", SECRET)
+    with FakeAlpacaServer(key_id=KEY_ID, secret_key=SECRET) as fake:
+        for symbol, rows in bars_to_alpaca_json(_raw(adjusted_minutes, "SYN001", 4.0)).items():
+            fake.add_bars("1Min", symbol, rows)
+        result = run_cli(
+            "data", "fetch", "--symbols", "SYN000,SYN001", "--start", "2021-02-01", "--end", "2021-02-12",
+            "--freq", "1min", "--out", str(tmp_path / "ds"), "--data-url", fake.url,
+        )  # fmt: skip
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "SYN001 2021-02-08 14:30:00+00:00" in line
+    assert "unadjusted 4:1 split" in line
+    assert not (tmp_path / "ds").exists()

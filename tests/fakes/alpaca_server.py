@@ -1,7 +1,8 @@
 """A fake Alpaca HTTP API on 127.0.0.1 for the real alpaca-py clients (``url_override``).
 
-It serves the market-data endpoint ``GET /v2/stocks/bars`` (multi-symbol, ``next_page_token``
-pagination, ordered by symbol then time like Alpaca), checks the key headers, records every request,
+It serves the market-data endpoints ``GET /v2/stocks/bars`` (multi-symbol, ``next_page_token``
+pagination, ordered by symbol then time like Alpaca) and ``GET /v1/corporate-actions`` (forward and
+reverse splits added with :meth:`FakeAlpacaServer.add_split`), checks the key headers, records every request,
 and can be told to answer an error status (429, 500...) a given number of times. Other routes can be
 added with :meth:`FakeAlpacaServer.route` (e.g. trading endpoints for paper-trading tests)::
 
@@ -14,8 +15,10 @@ added with :meth:`FakeAlpacaServer.route` (e.g. trading endpoints for paper-trad
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,7 +68,11 @@ class FakeAlpacaServer:
         self.requests: list[RecordedRequest] = []
         self._bars: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self._failures: list[int] = []
-        self._routes: dict[tuple[str, str], Handler] = {("GET", "/v2/stocks/bars"): self._stock_bars}
+        self._splits: list[dict[str, Any]] = []
+        self._routes: dict[tuple[str, str], Handler] = {
+            ("GET", "/v2/stocks/bars"): self._stock_bars,
+            ("GET", "/v1/corporate-actions"): self._corporate_actions,
+        }
         self._lock = threading.Lock()
         self._server = make_server("127.0.0.1", 0, self._app, threaded=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -95,6 +102,25 @@ class FakeAlpacaServer:
     def add_bars(self, timeframe: str, symbol: str, bars: list[dict[str, Any]]) -> None:
         """Serve ``bars`` (Alpaca JSON bars: ``t`` ISO UTC, ``o h l c v``) for ``symbol`` at ``timeframe``."""
         self._bars.setdefault(timeframe, {}).setdefault(symbol, []).extend(bars)
+
+    def add_split(self, symbol: str, ex_date: str, new_rate: float, old_rate: float = 1.0) -> None:
+        """List a split of ``symbol`` (``new_rate`` shares for ``old_rate``) with ex-date ``ex_date``."""
+        self._splits.append(
+            {
+                "id": str(uuid.uuid4()),
+                "symbol": symbol,
+                "new_rate": new_rate,
+                "old_rate": old_rate,
+                "process_date": ex_date,
+                "ex_date": ex_date,
+                "record_date": ex_date,
+                "payable_date": ex_date,
+            }
+        )
+
+    def action_requests(self) -> list[RecordedRequest]:
+        """The requests made to the corporate-actions endpoint, in order."""
+        return [r for r in self.requests if r.path == "/v1/corporate-actions"]
 
     def bar_requests(self) -> list[RecordedRequest]:
         """The requests made to the bars endpoint, in order."""
@@ -143,6 +169,24 @@ class FakeAlpacaServer:
             grouped.setdefault(symbol, []).append(bar)
         more = offset + limit < len(items)
         return _json({"bars": grouped, "next_page_token": _encode_token(offset + limit) if more else None})
+
+    def _corporate_actions(self, request: Request) -> Response:
+        args = request.args
+        symbols = set(args.get("symbols", "").split(","))
+        types = set(args.get("types", "forward_split,reverse_split").split(","))
+        start = dt.date.fromisoformat(args["start"]) if "start" in args else dt.date.min
+        end = dt.date.fromisoformat(args["end"]) if "end" in args else dt.date.max
+        found: dict[str, list[dict[str, Any]]] = {}
+        for split in self._splits:
+            kind = "forward_split" if split["new_rate"] > split["old_rate"] else "reverse_split"
+            ex_date = dt.date.fromisoformat(split["ex_date"])
+            if split["symbol"] in symbols and kind in types and start <= ex_date <= end:
+                if kind == "forward_split":
+                    found.setdefault("forward_splits", []).append({**split, "cusip": "000000000"})
+                else:
+                    cusips = {"old_cusip": "000000000", "new_cusip": "000000001"}
+                    found.setdefault("reverse_splits", []).append({**split, **cusips})
+        return _json({"corporate_actions": found, "next_page_token": None})
 
 
 def bars_to_alpaca_json(bars: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:

@@ -40,6 +40,7 @@ from finpod.data.importers.common import (
 )
 from finpod.data.schema import FREQUENCIES, Frequency
 from finpod.data.splits import (
+    SPLITS_SHOWN,
     SplitJump,
     apply_splits,
     confirmed_moves,
@@ -284,7 +285,6 @@ RAW_PRICES_NOTE: Final[str] = (
     "crash to the agent"
 )
 SPLITS_APPLIED: Final[str] = "splits_applied_from_table"
-SPLITS_SHOWN: Final[int] = 3
 
 
 def _check_splits(

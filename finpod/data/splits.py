@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from finpod.data.calendar import EXCHANGE_TIMEZONE
+from finpod.data.textfile import source_line
 from finpod.errors import DataError
 
 SPLIT_RATIOS: Final[tuple[Fraction, ...]] = tuple(
@@ -239,9 +240,14 @@ def read_actions(path: Path) -> pd.DataFrame:
     dates = pd.to_datetime(table["date"], format="ISO8601", errors="coerce")
     bad = np.flatnonzero(dates.isna().to_numpy())
     if bad.size:
-        line = int(bad[0]) + 2
-        raise DataError(f"{path}: line {line}: date {table['date'].iloc[int(bad[0])]!r} is not YYYY-MM-DD")
-    ratios = [parse_ratio(value, f"{path}: line {i + 2}") for i, value in enumerate(table["ratio"])]
+        where = source_line(path, int(bad[0]))
+        raise DataError(f"{path}: {where}: date {table['date'].iloc[int(bad[0])]!r} is not YYYY-MM-DD")
+    ratios = []
+    for row, value in enumerate(table["ratio"]):
+        try:
+            ratios.append(parse_ratio(value, str(path)))
+        except DataError:
+            ratios.append(parse_ratio(value, f"{path}: {source_line(path, row)}"))
     return pd.DataFrame(
         {"symbol": table["symbol"].str.strip().to_numpy(), "date": dates.dt.normalize(), "ratio": ratios}
     )

@@ -502,6 +502,16 @@ DATA_CASES = [
     ),
     Bad("data_many_bad_files", _bad_files(4), ("4 of 5 input files have problems", "and 1 more")),
     Bad(
+        "data_junk_above_header",
+        _data_file("b.csv", b"Exported by Vendor X\n\n" + BARS + ROW0 + ROW1),
+        ("header (timestamp,symbol,open,high,low,close,volume) is on line 3", "delete lines 1-2"),
+    ),
+    Bad(
+        "data_bad_time_after_blank_lines",
+        _data_file("b.csv", b"\n" + BARS + ROW0 + b"\n\n" + b"yesterday,AAPL,10,11,9,10,100\n"),
+        ("AAPL line 6: timestamp 'yesterday'",),
+    ),
+    Bad(
         "flag_on_duplicate_unknown",
         _data_file("b.csv", BARS + ROW0 + ROW1, "--on-duplicate", "middle"),
         ("--on-duplicate", "middle"),

@@ -16,6 +16,7 @@ Minute bars outside XNAS regular hours are dropped and counted; zero-volume bars
 
 from __future__ import annotations
 
+import csv
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -49,7 +50,8 @@ from finpod.data.splits import (
     session_date,
 )
 from finpod.data.store import Manifest, write_dataset
-from finpod.data.validate import invalid_rows, validate_bars
+from finpod.data.textfile import records
+from finpod.data.validate import invalid_rows, readable, validate_bars
 from finpod.errors import DataError
 
 DATA_SUFFIXES: Final[tuple[str, ...]] = (".csv", ".csv.gz", ".parquet")
@@ -126,15 +128,56 @@ def _apply_column_map(frame: pd.DataFrame, path: Path, column_map: Mapping[str, 
     return frame.rename(columns=dict(column_map))
 
 
+HEADER_SEARCH_LINES: Final[int] = 30
+"""How far down a file the importer looks for a header with junk above it."""
+
+
+def _known_header(columns: list[str]) -> bool:
+    """Whether ``columns`` are the column names of a format the importer reads."""
+    lowered = [name.strip().lower() for name in columns]
+    if tuple(lowered) == alphavantage.HEADER or tabular.is_bar_schema([c.strip() for c in columns]):
+        return True
+    if set(pooksoft.ADJUSTMENT_COLUMNS) <= set(lowered) and "timestamp" in lowered:
+        return True
+    return set(tabular.canonical_columns(columns).values()) >= tabular.VENDOR_REQUIRED
+
+
+def _junk_above_header(path: Path, column_map: Mapping[str, str]) -> DataError | None:
+    """An error naming the real header line when lines that are not bars sit above it, else ``None``."""
+    if path.suffix == ".parquet":
+        return None
+    try:
+        found = [
+            (line, fields)
+            for index, (line, fields) in zip(range(HEADER_SEARCH_LINES), records(path), strict=False)
+            if index > 0 and _known_header([column_map.get(f.strip(), f) for f in fields])
+        ]
+        first = next(iter(records(path)), None)
+    except (OSError, csv.Error):
+        return None
+    if not found or first is None:
+        return None
+    line, fields = found[0]
+    above = "line 1" if line == 2 else f"lines 1-{line - 1}"
+    return DataError(
+        f"{path}: the header ({','.join(fields)}) is on line {line}, below text that is not bars "
+        f"(line {first[0]}: {readable(','.join(first[1]))}); fix: delete {above} so the header comes first"
+    )
+
+
 def _probe(path: Path, column_map: Mapping[str, str], lenient: bool = False) -> _Candidate:
-    frame = _apply_column_map(read_table(path), path, column_map)
+    try:
+        table = read_table(path)
+    except DataError as err:
+        raise _junk_above_header(path, column_map) or err from None
+    frame = _apply_column_map(table, path, column_map)
     if len(frame) == 0:
         raise DataError(f"{path}: empty file (a header, no bars); export some bars into it or leave it out")
     lowered = [str(name).strip().lower() for name in frame.columns]
     if tuple(lowered) == alphavantage.HEADER:
         frequency = alphavantage.frequency_from_name(path)
         if frequency is None:
-            stamps = parse_timestamps(frame[frame.columns[0]], str(path), path.stem)
+            stamps = parse_timestamps(frame[frame.columns[0]], path, path.stem)
             frequency = infer_frequency(pd.DataFrame({"timestamp": stamps, "symbol": path.stem}))
         return _Candidate(path, "alphavantage", frequency, frame)
     if set(pooksoft.ADJUSTMENT_COLUMNS) <= set(lowered) and "timestamp" in lowered:
@@ -147,8 +190,8 @@ def _probe(path: Path, column_map: Mapping[str, str], lenient: bool = False) -> 
     mapping = tabular.canonical_columns([str(name) for name in frame.columns])
     if set(mapping.values()) >= tabular.VENDOR_REQUIRED:
         renamed = frame.loc[:, list(mapping)].rename(columns=mapping)
-        stamps = parse_timestamps(renamed["timestamp"], str(path), path.stem)
         symbols = renamed["symbol"] if "symbol" in renamed.columns else path.stem
+        stamps = parse_timestamps(renamed["timestamp"], path, symbols)
         frequency = infer_frequency(pd.DataFrame({"timestamp": stamps, "symbol": symbols}))
         dates_only = not isinstance(stamps.dtype, pd.DatetimeTZDtype) and bool(
             (stamps == stamps.dt.normalize()).all()
@@ -156,6 +199,9 @@ def _probe(path: Path, column_map: Mapping[str, str], lenient: bool = False) -> 
         if frequency == UNKNOWN_FREQUENCY and dates_only:
             frequency = "1d"
         return _Candidate(path, "vendor", frequency, renamed)
+    junk = _junk_above_header(path, column_map)
+    if junk is not None:
+        raise junk
     raise DataError(
         f"{path}: unknown format (columns {', '.join(map(str, frame.columns))}); "
         f"accepted: {ACCEPTED_FORMATS}; or rename columns with --column-map old=new"

@@ -71,7 +71,7 @@ def read_alphavantage(frame: pd.DataFrame, path: Path, frequency: str, symbol: s
     """
     raw = frame.copy()
     raw.columns = [str(name).strip().lower() for name in raw.columns]
-    stamps = parse_timestamps(raw["datetime"], str(path), symbol)
+    stamps = parse_timestamps(raw["datetime"], path, symbol)
     if isinstance(stamps.dtype, pd.DatetimeTZDtype):
         raise DataError(
             f"{path}: AlphaVantage-style files carry naive New York times, but these have UTC offsets; "

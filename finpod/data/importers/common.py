@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 
 from finpod.data.store import Adjustment
+from finpod.data.textfile import sniff_csv, source_line
 from finpod.data.validate import readable
 from finpod.errors import DataError
 
-CSV_HEADER_LINES: Final[int] = 1
 _NS_PER_MINUTE: Final[int] = 60_000_000_000
 _MINUTES_PER_DAY: Final[int] = 1440
 _DAYS_PER_WEEK: Final[int] = 7
@@ -77,54 +77,21 @@ def read_table(path: Path) -> pd.DataFrame:
         raise DataError(f"{path}: cannot be read as CSV/parquet ({reason}); check the file") from None
 
 
-DELIMITERS: Final[tuple[str, ...]] = (",", "\t", ";", "|")
-_SNIFF_BYTES: Final[int] = 64 * 1024
-
-
-def sniff_csv(path: Path) -> tuple[str, str]:
-    """The encoding and delimiter of a CSV file, from its byte-order mark and its header line.
-
-    UTF-8 (with or without a BOM) and UTF-16 (with a BOM) are read; the delimiter is whichever of
-    comma, tab, semicolon and pipe the header line holds most of. Gzipped files are read as UTF-8
-    with commas (pandas decompresses them).
-
-    Args:
-        path: a ``.csv`` (or ``.csv.gz``) file.
-
-    Returns:
-        ``(encoding, delimiter)`` for :func:`pandas.read_csv`.
-    """
-    if path.name.endswith(".gz"):
-        return "utf-8", ","
-    with path.open("rb") as handle:
-        head = handle.read(_SNIFF_BYTES)
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        encoding = "utf-16"
-    elif head.startswith(b"\xef\xbb\xbf"):
-        encoding = "utf-8-sig"
-    else:
-        encoding = "utf-8"
-    text = head.decode(encoding, errors="ignore")
-    first_line = text.splitlines()[0] if text.strip() else ""
-    counts = {delimiter: first_line.count(delimiter) for delimiter in DELIMITERS}
-    delimiter = max(DELIMITERS, key=lambda d: (counts[d], d == ","))
-    return encoding, delimiter if counts[delimiter] else ","
-
-
-def parse_timestamps(values: pd.Series, source: str, symbol: str) -> pd.Series:
+def parse_timestamps(values: pd.Series, path: Path, symbol: str | pd.Series) -> pd.Series:
     """Parse ISO 8601 timestamps; naive values stay naive, values with offsets become UTC.
 
     Args:
-        values: text (or datetime) column, one value per row.
-        source: file name for error messages.
-        symbol: ticker for error messages.
+        values: text (or datetime) column, one value per row, indexed by the file's data record
+            (as :func:`read_table` numbers them).
+        path: the file, for messages (which name its real line, see :func:`source_line`).
+        symbol: ticker for messages, or each row's ticker.
 
     Returns:
         datetime64 series (tz-naive, or tz-aware UTC when the text carries offsets).
 
     Raises:
         DataError: a value is not a timestamp (or names an unknown time zone), or values mix naive and
-            zoned stamps; the message names the CSV line.
+            zoned stamps; the message names the file's line.
     """
     if isinstance(values.dtype, pd.DatetimeTZDtype):
         return values.dt.tz_convert("UTC")
@@ -133,13 +100,14 @@ def parse_timestamps(values: pd.Series, source: str, symbol: str) -> pd.Series:
     coerced = pd.to_datetime(values, format="ISO8601", errors="coerce", utc=True)
     bad = np.flatnonzero((coerced.isna() & values.notna()).to_numpy() | values.isna().to_numpy())
     if bad.size:
-        line = int(bad[0]) + CSV_HEADER_LINES + 1
+        row = int(bad[0])
         good = values.astype("str")[coerced.notna().to_numpy()]
         dates_only = bool(len(good)) and not good.str.contains(":", regex=False).any()
         example = "2019-02-11 (a date: daily bars)" if dates_only else "2019-02-11T14:30:00+00:00"
         raise DataError(
-            f"{source}: {symbol} line {line}: timestamp {readable(values.iloc[int(bad[0])])} is not an "
-            f"ISO 8601 {'date' if dates_only else 'time with a known UTC offset'}; write e.g. {example}"
+            f"{path}: {_symbol_at(symbol, row)} {_where(path, values, row)}: timestamp "
+            f"{readable(values.iloc[row])} is not an ISO 8601 "
+            f"{'date' if dates_only else 'time with a known UTC offset'}; write e.g. {example}"
         )
     text = values.astype("str")
     zoned = text.str.contains(r"(?:[+-]\d\d:?\d\d|Z)$", regex=True).to_numpy()
@@ -147,11 +115,24 @@ def parse_timestamps(values: pd.Series, source: str, symbol: str) -> pd.Series:
         return coerced
     if not zoned.any():
         return pd.to_datetime(values, format="ISO8601")
-    line = int(np.flatnonzero(zoned != zoned[0])[0]) + CSV_HEADER_LINES + 1
+    row = int(np.flatnonzero(zoned != zoned[0])[0])
     raise DataError(
-        f"{source}: {symbol} line {line}: timestamps mix values with and without a UTC offset; "
-        "write every timestamp with its offset"
+        f"{path}: {_symbol_at(symbol, row)} {_where(path, values, row)}: timestamps mix values with and "
+        "without a UTC offset; write every timestamp with its offset"
     )
+
+
+def _where(path: Path, values: pd.Series, row: int) -> str:
+    """The file line (or parquet row) of ``values``' row ``row``, from its record index."""
+    label = values.index[row]
+    return source_line(path, int(label) if isinstance(label, (int, np.integer)) else row)
+
+
+def _symbol_at(symbol: str | pd.Series, row: int) -> str:
+    if isinstance(symbol, str):
+        return symbol
+    value = symbol.iloc[row]
+    return str(value) if isinstance(value, str) and value.strip() else "(no symbol)"
 
 
 def oldest_first(bars: pd.DataFrame, repairs: dict[str, int]) -> pd.DataFrame:

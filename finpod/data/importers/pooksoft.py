@@ -70,7 +70,7 @@ def read_pooksoft(frame: pd.DataFrame, path: Path, symbol: str) -> LoadedFile:
     raw = frame.copy()
     raw.columns = [str(name).strip().lower() for name in raw.columns]
     source = str(path)
-    dates = parse_timestamps(raw["timestamp"], source, symbol)
+    dates = parse_timestamps(raw["timestamp"], path, symbol)
     if isinstance(dates.dtype, pd.DatetimeTZDtype):
         raise DataError(
             f"{path}: daily-adjusted files carry session dates, not zoned times; write YYYY-MM-DD"

@@ -120,8 +120,7 @@ def read_bar_schema(frame: pd.DataFrame, path: Path) -> LoadedFile:
         The bars, frequency inferred from their spacing.
     """
     bars = frame.loc[:, list(BAR_COLUMNS)].copy()
-    first_symbol = str(bars["symbol"].iloc[0]) if len(bars) else "?"
-    bars["timestamp"] = parse_timestamps(bars["timestamp"], str(path), first_symbol)
+    bars["timestamp"] = parse_timestamps(bars["timestamp"], path, bars["symbol"])
     return LoadedFile(path, bars, infer_frequency(bars), "split+dividend", "bars")
 
 
@@ -138,7 +137,7 @@ def read_vendor(frame: pd.DataFrame, path: Path, symbol: str) -> LoadedFile:
     """
     source = str(path)
     symbols = frame["symbol"] if "symbol" in frame.columns else pd.Series(symbol, index=frame.index)
-    starts, _ = _daily_or_zoned(parse_timestamps(frame["timestamp"], source, symbol), symbols, source)
+    starts, _ = _daily_or_zoned(parse_timestamps(frame["timestamp"], path, symbols), symbols, source)
     bars = pd.DataFrame(
         {
             "timestamp": starts,

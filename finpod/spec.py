@@ -232,8 +232,11 @@ class TournamentSpec(_Model):
         {"backend", "address", "cpus_per_pod", "gpus_per_pod"}
     )
     """Fields that say where pods train, not what: left out of the spec hash and the TournamentConfig."""
-    AGENT_FIELDS: ClassVar[frozenset[str]] = frozenset({"ensemble_k", "learners"})
-    """Fields finpod applies itself (selection, learner fusion): left out of the TournamentConfig."""
+    AGENT_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"ensemble_k", "learners", "validation_chunks", "validation_warmup_bars"}
+    )
+    """Fields finpod applies itself (selection, learner fusion, the validation score): left out of
+    the TournamentConfig."""
 
     pool_size: int = Field(1, ge=1, description="pods training at once", examples=[2])
     leaderboard_size: int = Field(4, ge=1, description="snapshots kept on the leaderboard", examples=[4])
@@ -295,6 +298,23 @@ class TournamentSpec(_Model):
     )
     ensemble_k: int = Field(
         3, ge=1, description="distinct lineages whose best agents the ensemble trader averages", examples=[3]
+    )
+    validation_chunks: int = Field(
+        1,
+        ge=1,
+        le=4096,
+        description="score validation as up to this many contiguous chunks of the segment traded side "
+        "by side in one batched env, each warmed up on the validation_warmup_bars before it, their "
+        "returns stitched: about this many times fewer sequential steps, an approximation of the "
+        "continuous pass (1 = one continuous pass, exact; backtests are always continuous)",
+        examples=[64],
+    )
+    validation_warmup_bars: int = Field(
+        390,
+        ge=0,
+        description="unscored bars each validation chunk but the first trades before its own "
+        "(validation_chunks > 1), so its portfolio is the policy's, not all cash",
+        examples=[390],
     )
     backend: Literal["local", "ray"] = Field(
         "local",

@@ -67,6 +67,24 @@ def session_dates(panel: Panel, first_bar: int, stop_bar: int) -> tuple[pd.Datet
     return pd.DatetimeIndex(stamps.normalize(), name="date"), lasts.astype(np.int64)
 
 
+def daily_returns(panel: Panel, first_bar: int, equity_usd: np.ndarray, initial_cash_usd: float) -> pd.Series:
+    """Session-close to session-close returns of a per-bar equity curve (the first against the cash).
+
+    Args:
+        panel: the panel the curve was traded on (sessions, timestamps).
+        first_bar: panel bar index of the curve's row 0.
+        equity_usd: float64 ``(n,)`` equity at each bar's close, USD.
+        initial_cash_usd: capital before the first bar, USD.
+
+    Returns:
+        One return per session, indexed by date (pyfolio's convention, see :func:`session_dates`).
+    """
+    dates, last = session_dates(panel, first_bar, first_bar + equity_usd.shape[0])
+    closes = equity_usd[last]
+    previous = np.concatenate([[initial_cash_usd], closes[:-1]])
+    return pd.Series(closes / previous - 1.0, index=dates)
+
+
 def ledger_to_result(
     name: str, kind: TraderKind, panel: Panel, ledger: Ledger, initial_cash_usd: float
 ) -> TraderResult:
@@ -82,8 +100,8 @@ def ledger_to_result(
     stop = ledger.first_bar + ledger.num_bars
     dates, last = session_dates(panel, ledger.first_bar, stop)
     equity = pd.Series(ledger.equity_usd[last], index=dates, name=name)
+    returns = daily_returns(panel, ledger.first_bar, ledger.equity_usd, initial_cash_usd).rename(name)
     previous = np.concatenate([[initial_cash_usd], equity.to_numpy()[:-1]])
-    returns = pd.Series(equity.to_numpy() / previous - 1.0, index=dates, name=name)
 
     positions = pd.DataFrame(
         ledger.shares[last] * ledger.close_usd[last], index=dates, columns=list(ledger.symbols)

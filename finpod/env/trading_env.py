@@ -146,6 +146,40 @@ class TradingEnv:
         self._steps_left[:] = self.market.horizon_bars
         return dynamics.observe(self.market, self.state), {"bar_index": self.state.t}
 
+    def reset_at(self, start_bars: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Start every env's episode at a bar of the caller's choice (all cash, no holdings).
+
+        For deterministic passes over parts of a segment (e.g. the chunks of a validation score):
+        env ``i`` observes ``start_bars[i]`` first and its episode lasts the horizon, like any other.
+
+        Args:
+            start_bars: int64 ``(N,)`` panel bar indices, each leaving a whole horizon before the
+                segment's last bar (``first_bar <= start <= last_bar - horizon``).
+
+        Returns:
+            Observations ``(N, D)`` and info with ``bar_index`` ``(N,)`` (the start bars).
+
+        Raises:
+            SpecError: wrong shape or dtype, or a start without room for a whole episode.
+        """
+        market = self.market
+        latest = market.last_bar - market.horizon_bars
+        starts = start_bars.to("cpu")
+        if starts.shape != (self.num_envs,) or starts.dtype != torch.int64:
+            raise SpecError(
+                f"reset_at needs int64 start bars of shape ({self.num_envs},), "
+                f"got {starts.dtype} {tuple(starts.shape)}"
+            )
+        if bool(((starts < market.first_bar) | (starts > latest)).any()):
+            raise SpecError(
+                f"reset_at start bars must lie in [{market.first_bar}, {latest}] (a whole "
+                f"{market.horizon_bars}-bar episode in the segment), got {starts.tolist()}"
+            )
+        start = starts.to(self.device)
+        self.state = self._fresh_state()._replace(t=start, start=start, end=start + market.horizon_bars)
+        self._steps_left[:] = market.horizon_bars
+        return dynamics.observe(market, self.state), {"bar_index": self.state.t}
+
     def reset_envs(self, mask: torch.Tensor) -> torch.Tensor:
         """Start the next episode of the envs where ``mask`` ``(N,)`` bool is true; others untouched.
 

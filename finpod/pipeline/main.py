@@ -229,7 +229,14 @@ def train(
         return TradingEnv(panel, TRAIN_SEGMENT, train_config, spec.env.num_envs, seed, device)
 
     def evaluate(policy: Policy) -> float:
-        return validation_score(panel, eval_config, policy, device)
+        return validation_score(
+            panel,
+            eval_config,
+            policy,
+            device,
+            chunks=spec.tournament.validation_chunks,
+            warmup_bars=spec.tournament.validation_warmup_bars,
+        )
 
     base = base_agent_config(spec)
     factory = fused_agent_factory(factory, make_env, spec.tournament.learners)
@@ -335,5 +342,9 @@ def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]
         "torch_threads_per_pod": spec.tournament.torch_threads_per_pod,
         "python_version": platform.python_version(),
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "torch_threads": {"training": torch.get_num_threads(), "evaluation": threads_for(1)},
+        "torch_threads": {
+            "training": torch.get_num_threads(),
+            "evaluation": threads_for(1),
+            "validation": threads_for(spec.tournament.validation_chunks),
+        },
     }

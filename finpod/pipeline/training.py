@@ -3,6 +3,8 @@
 Validation score (what the leaderboard ranks by): the annualised Sharpe ratio (empyrical, zero
 risk-free rate, 252 sessions a year) of the policy's daily returns over one deterministic pass of
 the validation segment; a policy whose returns have zero volatility (it never leaves cash) scores 0.
+At minute scale the pass may run as contiguous chunks side by side (``tournament.validation_chunks``,
+:mod:`finpod.backtest.chunked`), an approximation of the one continuous pass.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import math
 import empyrical as ep
 import torch
 
-from finpod.backtest.pyfolio_format import ledger_to_result
+from finpod.backtest.chunked import chunk_plan, chunked_equity
+from finpod.backtest.pyfolio_format import daily_returns
 from finpod.backtest.runner import run_policy
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
@@ -53,10 +56,35 @@ def check_horizon(spec: Spec, panel: Panel) -> None:
         )
 
 
-def validation_score(panel: Panel, config: EnvConfig, policy: Policy, device: torch.device) -> float:
-    """Annualised Sharpe of ``policy``'s daily returns over the validation segment (0 if flat)."""
-    ledger = run_policy(panel, VALIDATION_SEGMENT, config, policy, device)
-    returns = ledger_to_result("candidate", "trader", panel, ledger, config.initial_cash_usd).returns
+def validation_score(
+    panel: Panel,
+    config: EnvConfig,
+    policy: Policy,
+    device: torch.device,
+    *,
+    chunks: int = 1,
+    warmup_bars: int = 0,
+) -> float:
+    """Annualised Sharpe of ``policy``'s daily returns over the validation segment (0 if flat).
+
+    Args:
+        panel: the selection panel (holds the validation segment).
+        config: env settings (start and horizon are overridden).
+        policy: deterministic, observations ``(B, D)`` -> actions ``(B, A)``.
+        device: where the env and policy run.
+        chunks: 1: one continuous pass (exact). More: the segment runs as up to ``chunks``
+            contiguous chunks side by side, each warmed up on the ``warmup_bars`` before it, and
+            their returns are stitched (:mod:`finpod.backtest.chunked`; about ``chunks`` times
+            fewer sequential steps, an approximation of the continuous score).
+        warmup_bars: unscored bars before each chunk but the first (``chunks`` > 1).
+    """
+    first_bar, stop = panel.segment(VALIDATION_SEGMENT)
+    plan = chunk_plan(stop - first_bar, chunks, warmup_bars)
+    if plan.num_chunks == 1:
+        equity = run_policy(panel, VALIDATION_SEGMENT, config, policy, device).equity_usd
+    else:
+        equity = chunked_equity(panel, VALIDATION_SEGMENT, config, policy, device, plan)
+    returns = daily_returns(panel, first_bar, equity, config.initial_cash_usd)
     sharpe = float(ep.sharpe_ratio(returns.to_numpy()))
     return sharpe if math.isfinite(sharpe) else 0.0
 

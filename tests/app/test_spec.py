@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from finpod.errors import SpecError
+from finpod.pipeline.main import tournament_config
 from finpod.pipeline.training import env_config
 from finpod.spec import Spec
 from repo import REPO_ROOT
@@ -40,6 +41,9 @@ def test_reference_minute_spec_has_the_reference_setup() -> None:
     resolved = spec.resolved_dict()
     assert resolved["data"]["path"] == str(REPO_ROOT / "data" / "nasdaq100_1min")  # relative to the spec
     assert resolved["agent"]["hidden_sizes"] == [512, 512]
+    assert spec.env.rebalance_band == 0.01
+    assert (spec.tournament.validation_chunks, spec.tournament.validation_warmup_bars) == (64, 390)
+    assert tournament_config(spec).pool_size == 4  # finpod's own fields stay out of podracer's config
 
 
 def test_pooksoft_spec_backtest_ends_at_the_data_end() -> None:

@@ -1,16 +1,18 @@
-"""Minute-scale evaluation speed: a validation score and a backtest pass, per bar, then per year.
+"""Minute-scale evaluation speed: validation scores and the backtest, in seconds per minute-bar year.
 
-Builds a 5-symbol synthetic minute panel (``--days`` sessions), makes PPO agents sized like the
-reference minute spec (``strategies/nasdaq100_minute.toml``), and times
+Builds a 5-symbol synthetic minute panel of ``--days`` sessions (the first half trains, the second
+half is the timed segment), makes PPO agents shaped like the reference minute spec
+(``strategies/nasdaq100_minute.toml``: a 512x512 MLP), and times
 
-* one validation score (one snapshot, one env, one policy), and
-* the backtest of the traders ``best`` + ``ensemble_top4`` (and the baselines) over one segment,
+* a validation score of one snapshot, as one continuous pass (exact) and as the spec's chunks
+  (``--chunks`` contiguous chunks side by side, ``--warmup-bars`` warm-up each), and
+* the backtest of the traders ``best`` + ``ensemble_top4`` and the baselines (one continuous
+  batched pass),
 
-with the current code ("after": one batched env pass for all traders, one torch thread for batch-1
-work) and with the old behaviour ("before": the process's torch threads, one env pass per trader).
-Seconds per minute-bar year = seconds per bar x 98,280 (252 sessions x 390 minutes).
+then prints each as seconds per minute-bar year (seconds per bar x 98,280 = 252 sessions x 390
+minutes), wall and process CPU time, with the box's load average. ``--days 504`` times a whole year directly.
 
-Run from the repository root:  python scripts/minute_eval_bench.py --days 20
+Run from the repository root:  python scripts/minute_eval_bench.py --days 504 --threads 2
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,22 +42,30 @@ SYMBOLS = 5
 ENSEMBLE_K = 4
 
 
-def _timed(work: Callable[[], Any]) -> float:
-    started = time.perf_counter()
-    work()
-    return time.perf_counter() - started
+CPU_SECONDS: dict[str, float] = {}
+"""Process CPU seconds of each timed item (all threads): less sensitive than wall time to other load."""
+
+
+def _timed(name: str, work: Callable[[], Any]) -> tuple[float, Any]:
+    started, cpu = time.perf_counter(), time.process_time()
+    result = work()
+    CPU_SECONDS[name] = time.process_time() - cpu
+    return time.perf_counter() - started, result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--days", type=int, default=20, help="sessions of synthetic minute bars")
+    parser.add_argument("--days", type=int, default=504, help="sessions of synthetic minute bars")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="process torch threads")
+    parser.add_argument("--chunks", type=int, default=64, help="validation chunks (the minute spec's)")
+    parser.add_argument("--warmup-bars", type=int, default=390, help="warm-up bars of each chunk")
+    parser.add_argument("--skip-continuous", action="store_true", help="skip the continuous validation")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     cpu = torch.device("cpu")
-    bars = synth_market(SYMBOLS, args.days, "1min", seed=0, start="2019-01-02")
+    bars = synth_market(SYMBOLS, args.days, "1min", seed=0, start="2019-05-24")
     first, last = bars["timestamp"].min().date(), bars["timestamp"].max().date()
     middle = first + (last - first) / 2
     segments = {"train": (first, middle), "validation": (middle + dt.timedelta(days=1), last)}
@@ -66,34 +77,32 @@ def main() -> None:
     probe = TradingEnv(panel, "train", env_config(spec, random_start=True), 1, 0, cpu)
     make = agent_factory(probe, cpu)
     agents = [make(ppo_config_from(spec.agent), seed) for seed in range(ENSEMBLE_K)]
-    traders = {"best": deterministic_policy(agents[0]), "ensemble_top4": ensemble_policy(agents, "weights")}
+    traders = {
+        "best": deterministic_policy(agents[0]),
+        f"ensemble_top{ENSEMBLE_K}": ensemble_policy(agents, "weights"),
+    }
     start, stop = panel.segment("validation")
-    bars_timed = stop - start
-
-    def old_threads(rows: int) -> int:
-        return torch.get_num_threads()
-
-    def one_pass_each() -> None:
-        for policy in traders.values():
-            runner.run_policy(panel, "validation", config, policy, cpu)
-
-    figures: dict[str, float] = {}
-    new_threads = runner.threads_for
-    runner.threads_for = old_threads
-    figures["before_validation_s_per_year"] = _timed(
-        lambda: validation_score(panel, config, traders["best"], cpu)
+    scale = BARS_PER_YEAR / (stop - start)
+    result: dict[str, Any] = {"bars_timed": stop - start, "process_threads": args.threads, "symbols": SYMBOLS}
+    result["load_average_before"] = os.getloadavg()
+    chunked_s, chunked = _timed(
+        "validation_chunked",
+        lambda: validation_score(
+            panel, config, traders["best"], cpu, chunks=args.chunks, warmup_bars=args.warmup_bars
+        ),
     )
-    figures["before_backtest_s_per_year"] = _timed(one_pass_each)
-    runner.threads_for = new_threads
-    figures["after_validation_s_per_year"] = _timed(
-        lambda: validation_score(panel, config, traders["best"], cpu)
-    )
-    figures["after_backtest_s_per_year"] = _timed(
-        lambda: runner.run_backtest(panel, "validation", config, traders, cpu)
-    )
-    scale = BARS_PER_YEAR / bars_timed
-    result = {name: round(seconds * scale, 1) for name, seconds in figures.items()}
-    result |= {"bars_timed": bars_timed, "process_threads": args.threads, "symbols": SYMBOLS}
+    result[f"validation_chunked{args.chunks}_s_per_year"] = round(chunked_s * scale, 2)
+    result["validation_chunked_score"] = round(chunked, 4)
+    if not args.skip_continuous:
+        continuous_s, continuous = _timed(
+            "validation_continuous", lambda: validation_score(panel, config, traders["best"], cpu)
+        )
+        result["validation_continuous_s_per_year"] = round(continuous_s * scale, 1)
+        result["validation_continuous_score"] = round(continuous, 4)
+    backtest_s, _ = _timed("backtest", lambda: runner.run_backtest(panel, "validation", config, traders, cpu))
+    result["backtest_s_per_year"] = round(backtest_s * scale, 1)
+    result["cpu_s_per_year"] = {name: round(seconds * scale, 1) for name, seconds in CPU_SECONDS.items()}
+    result["load_average_after"] = os.getloadavg()
     print(json.dumps(result, indent=2))
 
 

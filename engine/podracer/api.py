@@ -88,3 +88,28 @@ class Agent(Protocol):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore from :meth:`state_dict`'s output."""
         ...
+
+
+@runtime_checkable
+class FreezesPolicy(Protocol):
+    """An agent that can hand out its deterministic policy as a fast, frozen evaluation copy."""
+
+    def evaluation_policy(self) -> Policy:
+        """The deterministic policy at the current weights; later learning does not change it."""
+        ...
+
+
+def deterministic_policy(agent: Agent) -> Policy:
+    """The deterministic policy of ``agent`` for evaluation loops (validation, backtest, replay).
+
+    The agent's frozen evaluation copy when it has one (:class:`FreezesPolicy`: equal to
+    ``act(obs, deterministic=True)`` to float32 rounding, faster at batch 1), else ``act`` itself.
+    Every evaluation of a trained agent goes through here, so all of them agree bit for bit.
+    """
+    if isinstance(agent, FreezesPolicy):
+        return agent.evaluation_policy()
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        return agent.act(obs, deterministic=True)
+
+    return act

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import torch
 
-from podracer.api import Agent
+from podracer.api import Agent, deterministic_policy
 from podracer.errors import TournamentError
 from podracer.leaderboard import Leaderboard
 from podracer.pod import AgentFactory
@@ -31,6 +31,7 @@ class EnsemblePolicy:
         if not agents:
             raise TournamentError("an ensemble needs at least one agent; pass k >= 1 or a non-empty list")
         self.agents = tuple(agents)
+        self._policies = tuple(deterministic_policy(agent) for agent in self.agents)
 
     @classmethod
     def from_leaderboard(
@@ -54,5 +55,6 @@ class EnsemblePolicy:
 
     @torch.no_grad()
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
-        """Mean deterministic action ``(N, A)`` of the agents for observations ``(N, D)``."""
-        return torch.stack([agent.act(obs, deterministic=True) for agent in self.agents]).mean(dim=0)
+        """Mean deterministic action ``(N, A)`` of the agents, as they were when the ensemble was made,
+        for observations ``(N, D)``."""
+        return torch.stack([policy(obs) for policy in self._policies]).mean(dim=0)

@@ -41,7 +41,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from podracer.api import RoundStats, TensorVectorEnv
+from podracer.api import Policy, RoundStats, TensorVectorEnv
 from podracer.errors import TournamentError
 from podracer.pod import AgentFactory, EnvFactory
 from podracer.ppo import PPOAgent
@@ -305,6 +305,10 @@ class FusedAgent:
     def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
         """The lead's actions (all learners hold the same parameters after a round)."""
         return self.lead.act(obs, deterministic)
+
+    def evaluation_policy(self) -> Policy:
+        """The lead's frozen deterministic policy (:meth:`PPOAgent.evaluation_policy`)."""
+        return self.lead.evaluation_policy()
 
     def state_dict(self) -> dict[str, Any]:
         """The lead's state: a plain PPO snapshot (it loads into a one-learner agent too)."""

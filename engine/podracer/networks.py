@@ -18,7 +18,7 @@ from torch import nn
 
 from podracer.distributions import BetaPolicyDistribution
 
-__all__ = ["Activation", "ActorCritic", "BetaPolicyDistribution", "mlp", "mlp_body"]
+__all__ = ["Activation", "ActorCritic", "BetaPolicyDistribution", "FrozenMLP", "mlp", "mlp_body"]
 
 Activation = Literal["tanh", "relu", "elu"]
 """Hidden-layer nonlinearity of the MLPs."""
@@ -82,6 +82,39 @@ def mlp(
     return nn.Sequential(*layers)
 
 
+class FrozenMLP:
+    """An inference copy of an MLP built by :func:`mlp`, for batch-1 evaluation loops.
+
+    Holds each linear layer's weight transposed and contiguous (``(in, out)``): a one-row product
+    with it is a plain row-times-matrix (``addmm``), about twice as fast on a CPU as ``nn.Linear``'s
+    product with the transposed view, and equal to it to float32 rounding (not bit for bit). A
+    snapshot: later changes of the network do not reach it.
+
+    Args:
+        network: an ``nn.Sequential`` of ``nn.Linear`` layers with an activation between them.
+    """
+
+    def __init__(self, network: nn.Sequential) -> None:
+        layers = list(network)
+        linears = [x for x in layers[::2] if isinstance(x, nn.Linear)]
+        self._activations = layers[1::2]
+        if len(linears) != len(layers[::2]) or len(self._activations) != len(linears) - 1:
+            raise TypeError(
+                "FrozenMLP needs an nn.Sequential of Linear layers with an activation between each"
+            )
+        with torch.no_grad():
+            self._layers = [(x.weight.detach().t().contiguous(), x.bias.detach().clone()) for x in linears]
+
+    def __call__(self, rows: torch.Tensor) -> torch.Tensor:
+        """The network's output ``(B, out)`` for inputs ``(B, in)`` (no gradient)."""
+        last = len(self._layers) - 1
+        for index, (weight_t, bias) in enumerate(self._layers):
+            rows = torch.addmm(bias, rows, weight_t)
+            if index < last:
+                rows = self._activations[index](rows)
+        return rows
+
+
 class ActorCritic(nn.Module):
     """Separate actor and critic MLPs over the same (normalised) observation.
 
@@ -109,7 +142,11 @@ class ActorCritic(nn.Module):
 
     def distribution(self, obs: torch.Tensor) -> BetaPolicyDistribution:
         """The policy's action distribution for observations ``(B, D)``."""
-        logits = self.actor(obs)
+        return self.distribution_of(self.actor(obs))
+
+    def distribution_of(self, logits: torch.Tensor) -> BetaPolicyDistribution:
+        """The action distribution of the actor's output ``(B, 2A)``: Betas with both concentrations
+        ``1 + softplus(.)``."""
         alpha_logits, beta_logits = logits.split(self.action_dim, dim=-1)
         return BetaPolicyDistribution(
             1.0 + nn.functional.softplus(alpha_logits), 1.0 + nn.functional.softplus(beta_logits)

@@ -25,9 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
 
-import torch
-
-from podracer.api import Agent, Policy, RoundStats, TensorVectorEnv
+from podracer.api import Agent, Policy, RoundStats, TensorVectorEnv, deterministic_policy
 from podracer.errors import SnapshotError, TournamentError
 
 
@@ -248,12 +246,9 @@ class RoundResult:
 
 
 def pod_policy(agent: Agent) -> Policy:
-    """The deterministic policy of an agent: observations ``(N, D)`` -> actions ``(N, A)``."""
-
-    def policy(obs: torch.Tensor) -> torch.Tensor:
-        return agent.act(obs, deterministic=True)
-
-    return policy
+    """The deterministic policy of an agent: observations ``(N, D)`` -> actions ``(N, A)``
+    (:func:`podracer.api.deterministic_policy`, frozen at the agent's current weights)."""
+    return deterministic_policy(agent)
 
 
 def run_round(pod: Pod, train_rounds: int, evaluate: Evaluate) -> RoundResult:

@@ -26,6 +26,7 @@ end; they travel with the weights in :meth:`PPOAgent.state_dict` and :meth:`PPOA
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from collections.abc import Callable, Mapping
@@ -35,11 +36,11 @@ from typing import Any, ClassVar, Literal, NamedTuple
 import torch
 from torch import nn
 
-from podracer.api import RoundStats, TensorVectorEnv
+from podracer.api import Policy, RoundStats, TensorVectorEnv
 from podracer.distributions import PolicyDistribution
 from podracer.entity import CrossSectionalActorCritic, EntityLayout
 from podracer.errors import PodracerError, SnapshotError
-from podracer.networks import Activation, ActorCritic
+from podracer.networks import Activation, ActorCritic, FrozenMLP
 
 LrSchedule = Literal["constant", "linear"]
 """``constant``: always ``learning_rate``; ``linear``: decays to 0 at ``total_env_steps``."""
@@ -511,6 +512,42 @@ class PPOAgent:
         dist: PolicyDistribution = self.model.distribution(self._normalize(obs))
         raw = dist.mode() if deterministic else dist.sample(self.generator)
         return self._scale(dist.squash(raw))
+
+    def evaluation_policy(self) -> Policy:
+        """The deterministic policy, frozen at the current weights and statistics, for evaluation loops.
+
+        The flat MLP's actor runs as a :class:`~podracer.networks.FrozenMLP` (weights pre-transposed:
+        about twice as fast at batch 1 on a CPU, equal to :meth:`act` to float32 rounding); the
+        cross-sectional network runs a copy of itself. Later learning or loading does not change it.
+
+        Returns:
+            Observations ``(N, D)`` -> actions ``(N, A)`` in ``[action_low, action_high]``.
+        """
+        model = self.model
+        normalize, clip = self.config.normalize_observations, self.config.obs_clip
+        mean, var = self.obs_stats.mean.clone(), self.obs_stats.var.clone()
+        if isinstance(model, CrossSectionalActorCritic):  # every entity normalised alike
+            mean, var = model.layout.tie_statistics(mean, var)
+        constants: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
+        scale = self._scale
+        distribution: Callable[[torch.Tensor], PolicyDistribution]
+        if isinstance(model, ActorCritic):
+            actor, head = FrozenMLP(model.actor), model.distribution_of
+            distribution = lambda rows: head(actor(rows))  # noqa: E731
+        else:
+            distribution = copy.deepcopy(model).distribution
+
+        @torch.no_grad()
+        def policy(obs: torch.Tensor) -> torch.Tensor:
+            rows = obs
+            if normalize:
+                if obs.dtype not in constants:
+                    constants[obs.dtype] = RunningMeanStd.constants(mean, var, obs.dtype)
+                rows = RunningMeanStd.rescale(obs, *constants[obs.dtype], clip)
+            dist = distribution(rows)
+            return scale(dist.squash(dist.mode()))
+
+        return policy
 
     # ------------------------------------------------------------------ collecting
 

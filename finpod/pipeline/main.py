@@ -307,9 +307,11 @@ def ensemble_policy(agents: list[Agent], action_mode: str) -> Policy:
     ``share_delta`` mode the share orders are averaged.
     """
 
+    members = [deterministic_policy(agent) for agent in agents]
+
     @torch.no_grad()
     def act(obs: torch.Tensor) -> torch.Tensor:
-        actions = torch.stack([agent.act(obs, deterministic=True) for agent in agents])
+        actions = torch.stack([member(obs) for member in members])
         if action_mode == "weights":
             actions = target_weights(actions)
         return actions.mean(dim=0)

@@ -24,6 +24,7 @@ from finpod.errors import SpecError
 from finpod.spec import Spec, ppo_config_from
 from podracer import AgentFactory, PodAgent
 from podracer.api import Agent, Policy
+from podracer.api import deterministic_policy as engine_deterministic_policy
 from podracer.ppo import PPOAgent, PPOConfig
 
 VALIDATION_SEGMENT = "validation"
@@ -108,12 +109,12 @@ def agent_factory(probe: TradingEnv, device: torch.device) -> AgentFactory:
 
 
 def deterministic_policy(agent: Agent) -> Policy:
-    """The agent's deterministic action as a :data:`Policy`."""
+    """The agent's deterministic action as a :data:`Policy`, frozen at its current weights.
 
-    def act(obs: torch.Tensor) -> torch.Tensor:
-        return agent.act(obs, deterministic=True)
-
-    return act
+    :func:`podracer.api.deterministic_policy`: the same function the tournament's validation
+    scores use, so a backtest, a replay and a validation score evaluate an agent alike.
+    """
+    return engine_deterministic_policy(agent)
 
 
 def base_agent_config(spec: Spec) -> PPOConfig:

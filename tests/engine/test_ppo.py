@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from podracer.api import Agent
+from podracer.api import Agent, deterministic_policy
+from podracer.entity import EntityLayout
 from podracer.errors import SnapshotError
 from podracer.networks import ActorCritic, BetaPolicyDistribution
 from podracer.ppo import (
@@ -442,3 +443,30 @@ def test_cached_normalisation_follows_every_change_of_the_statistics(bounds: tup
     agent.load_state_dict(other.state_dict())
     assert torch.equal(agent.act(obs), other.act(obs))
     assert torch.equal(agent.act(obs), _uncached_act(other, obs))
+
+
+def test_evaluation_policy_is_act_frozen_at_the_weights_it_was_made_from() -> None:
+    agent = toy_agent(dataclasses.replace(SMALL, hidden_sizes=(512, 512)))
+    env = toy_env(32)
+    agent.train_round(env)
+    obs = torch.randn(7, OBS_DIM, generator=torch.Generator().manual_seed(0))
+    policy = deterministic_policy(agent)
+    frozen = policy(obs)
+    torch.testing.assert_close(frozen, agent.act(obs), rtol=1e-5, atol=1e-6)  # float32 rounding apart
+    for row in range(obs.shape[0]):  # a row alone gives what it gives in a batch... to rounding
+        torch.testing.assert_close(policy(obs[row : row + 1]), frozen[row : row + 1], rtol=1e-5, atol=1e-6)
+    assert torch.equal(policy(obs), frozen)  # deterministic
+    agent.train_round(env)
+    assert torch.equal(policy(obs), frozen)  # a snapshot: learning does not reach it
+    assert not torch.equal(deterministic_policy(agent)(obs), frozen)
+
+
+def test_evaluation_policy_of_the_cross_sectional_network_is_act_bit_for_bit() -> None:
+    layout = EntityLayout(num_entities=3, entity_features=2, entity_extras=1, num_globals=2, action_globals=1)
+    config = dataclasses.replace(SMALL, policy="cross_sectional", hidden_sizes=(16,))
+    agent = PPOAgent(layout.obs_dim, layout.action_dim, 0.0, 1.0, config, device="cpu", seed=0, layout=layout)
+    agent.obs_stats.merge(
+        torch.arange(11.0).double(), torch.arange(11.0).double() ** 2 + 3, torch.tensor(2.0).double()
+    )
+    obs = torch.randn(4, layout.obs_dim, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(deterministic_policy(agent)(obs), agent.act(obs))

@@ -11,6 +11,7 @@ cross-sectional network for entity-structured observations lives in :mod:`podrac
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Literal
 
 import torch
@@ -24,6 +25,12 @@ Activation = Literal["tanh", "relu", "elu"]
 """Hidden-layer nonlinearity of the MLPs."""
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
+_IN_PLACE: dict[type[nn.Module], Callable[[torch.Tensor], torch.Tensor]] = {
+    nn.Tanh: torch.tanh_,
+    nn.ReLU: torch.relu_,
+    nn.ELU: nn.functional.elu_,
+}
+"""The same activations as in-place functions (same numbers, no module call, no new tensor)."""
 
 HIDDEN_INIT_GAIN = math.sqrt(2.0)
 """Orthogonal-init gain of hidden layers (the usual PPO choice)."""
@@ -97,11 +104,12 @@ class FrozenMLP:
     def __init__(self, network: nn.Sequential) -> None:
         layers = list(network)
         linears = [x for x in layers[::2] if isinstance(x, nn.Linear)]
-        self._activations = layers[1::2]
-        if len(linears) != len(layers[::2]) or len(self._activations) != len(linears) - 1:
+        activations = [_IN_PLACE.get(type(x)) for x in layers[1::2]]
+        if len(linears) != len(layers[::2]) or len(activations) != len(linears) - 1 or None in activations:
             raise TypeError(
-                "FrozenMLP needs an nn.Sequential of Linear layers with an activation between each"
+                "FrozenMLP needs an nn.Sequential of Linear layers with a Tanh, ReLU or ELU between each"
             )
+        self._activations = [fn for fn in activations if fn is not None]
         with torch.no_grad():
             self._layers = [(x.weight.detach().t().contiguous(), x.bias.detach().clone()) for x in linears]
 
@@ -111,7 +119,7 @@ class FrozenMLP:
         for index, (weight_t, bias) in enumerate(self._layers):
             rows = torch.addmm(bias, rows, weight_t)
             if index < last:
-                rows = self._activations[index](rows)
+                rows = self._activations[index](rows)  # in place on the fresh product
         return rows
 
 
@@ -143,6 +151,13 @@ class ActorCritic(nn.Module):
     def distribution(self, obs: torch.Tensor) -> BetaPolicyDistribution:
         """The policy's action distribution for observations ``(B, D)``."""
         return self.distribution_of(self.actor(obs))
+
+    def mean_action_of(self, logits: torch.Tensor) -> torch.Tensor:
+        """The mean unit action ``(B, A)`` of :meth:`distribution_of` (the deterministic action), in
+        four ops for evaluation loops (equal to it to float32 rounding)."""
+        concentrations = nn.functional.softplus(logits).add_(1.0)
+        alpha, beta = concentrations.split(self.action_dim, dim=-1)
+        return alpha / (alpha + beta)
 
     def distribution_of(self, logits: torch.Tensor) -> BetaPolicyDistribution:
         """The action distribution of the actor's output ``(B, 2A)``: Betas with both concentrations

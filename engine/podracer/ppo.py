@@ -332,7 +332,7 @@ class RunningMeanStd(nn.Module):
     @staticmethod
     def rescale(obs: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor, clip: float) -> torch.Tensor:
         """``(obs - shift) / scale`` clipped to ``[-clip, clip]`` ``(B, D)``, with :meth:`constants`."""
-        return ((obs - shift) / scale).clamp(-clip, clip)
+        return ((obs - shift) / scale).clamp_(-clip, clip)
 
 
 @dataclass
@@ -530,12 +530,16 @@ class PPOAgent:
             mean, var = model.layout.tie_statistics(mean, var)
         constants: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
         scale = self._scale
-        distribution: Callable[[torch.Tensor], PolicyDistribution]
+        unit_action: Callable[[torch.Tensor], torch.Tensor]
         if isinstance(model, ActorCritic):
-            actor, head = FrozenMLP(model.actor), model.distribution_of
-            distribution = lambda rows: head(actor(rows))  # noqa: E731
+            actor, head = FrozenMLP(model.actor), model.mean_action_of
+            unit_action = lambda rows: head(actor(rows))  # noqa: E731
         else:
-            distribution = copy.deepcopy(model).distribution
+            frozen = copy.deepcopy(model)
+
+            def unit_action(rows: torch.Tensor) -> torch.Tensor:
+                dist = frozen.distribution(rows)
+                return dist.squash(dist.mode())
 
         @torch.no_grad()
         def policy(obs: torch.Tensor) -> torch.Tensor:
@@ -544,8 +548,7 @@ class PPOAgent:
                 if obs.dtype not in constants:
                     constants[obs.dtype] = RunningMeanStd.constants(mean, var, obs.dtype)
                 rows = RunningMeanStd.rescale(obs, *constants[obs.dtype], clip)
-            dist = distribution(rows)
-            return scale(dist.squash(dist.mode()))
+            return scale(unit_action(rows))
 
         return policy
 

@@ -67,7 +67,7 @@ def compare(run_dirs: Sequence[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]
         table = pd.DataFrame({name: entry["metrics"] for name, entry in traders.items()}).T
         table.index = pd.MultiIndex.from_product([[run.run_id], table.index], names=["run_id", "trader"])
         tables.append(table)
-        specs[run.run_id] = _flatten(json.loads(run.spec_json.read_text(encoding="utf-8")))
+        specs[run.run_id] = _flatten(_read_json(run.spec_json))
     keys = sorted(set().union(*(spec.keys() for spec in specs.values())))
     differing = [key for key in keys if len({json.dumps(spec.get(key)) for spec in specs.values()}) > 1]
     diff = pd.DataFrame(
@@ -86,7 +86,7 @@ def _root(folder: str | Path | None) -> Path:
 
 def _row(run: RunDir) -> dict[str, Any]:
     info = run.read_info()
-    spec = json.loads(run.spec_json.read_text(encoding="utf-8")) if run.spec_json.is_file() else {}
+    spec = _read_json(run.spec_json) if run.spec_json.is_file() else {}
     row: dict[str, Any] = {"run_id": run.run_id, "path": str(run.root)}
     row |= {column: info.get(column if column != "name" else "spec_name") for column in INFO_COLUMNS}
     row["budget_env_steps"] = spec.get("tournament", {}).get("budget_env_steps")
@@ -107,7 +107,21 @@ def _metrics(run: RunDir) -> dict[str, Any] | None:
     path = run.root / METRICS_FILE
     if not path.is_file():
         return None
-    payload: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return _read_json(path)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A run's JSON part as a dict; a damaged one is a one-line error naming it."""
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        reason = " ".join(str(err).split())
+        raise SpecError(
+            f"{path}: not valid JSON ({reason}); fix: restore the run folder as `finpod run` wrote it, "
+            f"or move {path.parent} out of the way"
+        ) from None
+    if not isinstance(payload, dict):
+        raise SpecError(f"{path}: not a JSON object; fix: restore the run folder as `finpod run` wrote it")
     return payload
 
 

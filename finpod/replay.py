@@ -75,6 +75,7 @@ def backtest(
             f"{folder.root}: still training, so its traders are not selected yet; fix: finish it with "
             f"`finpod run {folder.spec_toml} --resume`"
         )
+    folder.verify_integrity()
     spec = folder.load_spec()
     spec = _with_costs(spec, costs or {})
     where = torch.device(device or spec.resolve_device())

@@ -77,7 +77,9 @@ def main() -> None:
         message = " ".join(err.format_message().split())
         sys.stderr.write(f"error: {message}; fix: see `{where} --help`\n")
         sys.exit(errors.USER_ERROR)
-    except typer.Abort:
+    except typer.Abort as abort:
+        if isinstance(abort.__cause__, EOFError):  # click turns every EOFError into Abort
+            sys.exit(errors.report(abort.__cause__, sys.stderr))
         sys.stderr.write("error: interrupted\n")
         sys.exit(errors.INTERRUPTED)
     except click.exceptions.ClickException as err:

@@ -11,11 +11,14 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
 DELIMITERS: Final[tuple[str, ...]] = (",", "\t", ";", "|")
+UNREADABLE: Final[tuple[type[Exception], ...]] = (OSError, EOFError, zlib.error, csv.Error, UnicodeError)
+"""What reading a damaged text file can raise (a truncated gzip raises EOFError)."""
 _SNIFF_BYTES: Final[int] = 64 * 1024
 
 
@@ -92,6 +95,6 @@ def source_line(path: Path, record: int) -> str:
         for index, (line, _) in enumerate(records(path)):
             if index == record + 1:
                 return f"line {line}"
-    except (OSError, csv.Error):
+    except UNREADABLE:
         pass
     return f"row {record + 1}"

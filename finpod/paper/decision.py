@@ -163,6 +163,7 @@ def _finished_spec(run: RunDir) -> Spec:
             f"{run.root}: the run is not finished (status {info.get('status')!r}); fix: finish it with "
             f"`finpod run {run.spec_toml} --resume` before paper trading it"
         )
+    run.verify_integrity()
     spec = run.load_spec()
     if spec.env.action_mode != "weights":
         raise SpecError(

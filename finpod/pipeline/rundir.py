@@ -34,8 +34,19 @@ LOCK_FILE = ".lock"
 """Held (``flock``) by the one process working in a run folder; holds that process's pid."""
 INTEGRITY_KEY = "integrity"
 """``run.json`` key: ``{"run_id": ..., "sha256": {relative path: hex digest}}`` of the run's parts."""
-PART_PATTERNS = ("*.csv", "validation/*.csv", "report_inputs.json", "tournament/leaderboard/index.json")
-"""The parts a finished run records the sha256 of: returns, positions, ..., the leaderboard index."""
+PART_PATTERNS = (
+    "*.csv",
+    "validation/*.csv",
+    "report_inputs.json",
+    "tournament/leaderboard/index.json",
+    "tournament/events.jsonl",
+    "spec.toml",
+    "spec.json",
+    "trader_inputs.pt",
+)
+"""The parts a finished run records the sha256 of: returns, positions, ..., the leaderboard index,
+the tournament's event log (the verdict's trial count), the spec every rerun reads, and the feature
+statistics a paper trader or replay reuses."""
 
 RunStatus = Literal["training", "backtesting", "done"]
 

@@ -6,13 +6,15 @@ builds its selection panel, so :func:`finpod.replay.backtest` never refits them 
 
 from __future__ import annotations
 
+import pickle
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from finpod.data.features import FeatureStats
-from finpod.errors import DataError
+from finpod.errors import DataError, SpecError
 from finpod.pipeline.inputs import load_bars, selection_panel, universe_symbols
 from finpod.pipeline.rundir import RunDir
 from finpod.spec import Spec
@@ -40,9 +42,18 @@ def trader_inputs(run: RunDir, spec: Spec) -> tuple[list[str], FeatureStats]:
     """The run's symbols and feature statistics: saved ones, else recomputed from its spec and data."""
     path = run.root / TRADER_INPUTS_FILE
     if path.is_file():
-        saved: dict[str, Any] = torch.load(path, weights_only=True)
-        stats = FeatureStats(tuple(saved["feature_names"]), saved["mean"], saved["std"])
-        return list(saved["symbols"]), stats
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch's note on a foreign pickle protocol
+                saved: dict[str, Any] = torch.load(path, weights_only=True)
+            stats = FeatureStats(tuple(saved["feature_names"]), saved["mean"], saved["std"])
+            return list(saved["symbols"]), stats
+        except (OSError, RuntimeError, EOFError, KeyError, TypeError, pickle.UnpicklingError) as err:
+            reason = " ".join(str(err).split())[:160]
+            raise SpecError(
+                f"{path}: cannot be read ({type(err).__name__}: {reason}): truncated, or not written by "
+                "`finpod run`; fix: restore the run folder as `finpod run` wrote it"
+            ) from None
     bars = load_bars(Path(run.read_info()["dataset"]))
     symbols = universe_symbols(spec, bars)
     panel = selection_panel(spec, bars, symbols, "cpu")

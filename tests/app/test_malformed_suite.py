@@ -9,6 +9,7 @@ folder does not exist, no temporary file is left behind).
 from __future__ import annotations
 
 import errno
+import gzip
 import json
 import os
 import shutil
@@ -21,7 +22,7 @@ import pytest
 from tiny import tiny_bars, tiny_spec, write_tiny_dataset
 
 from clirun import CliResult, run_cli
-from fakes.alpaca_server import FakeAlpacaServer
+from fakes.alpaca_server import FakeAlpacaServer, bars_to_alpaca_json
 from finpod.data.alpaca_source import RetryPolicy
 from finpod.data.synth import synth_market
 
@@ -50,6 +51,7 @@ class Bad:
     expected: tuple[str, ...]
     broker_status: int | None = None
     fault: tuple[str, int] | None = None
+    serve: Callable[[FakeAlpacaServer], None] | None = None
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +164,28 @@ def _run_folder(damage: Callable[[Path], None], command: str = "backtest") -> Se
         return [command, str(run)]
 
     return setup
+
+
+def _run_folder_args(damage: Callable[[Path], None], *args: str) -> Setup:
+    """A damaged copy of the finished run at ``tmp/run``, then ``args`` ({run}, {finished}, {tmp})."""
+
+    def setup(tmp: Path, fx: Fixtures) -> list[str]:
+        run = tmp / "run"
+        shutil.copytree(fx.finished_run, run)
+        damage(run)
+        places = {"{run}": str(run), "{finished}": str(fx.finished_run), "{tmp}": str(tmp)}
+        return [places.get(arg, arg) for arg in args]
+
+    return setup
+
+
+def _replace_in(relative: str, old: str, new: str) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        text = (run / relative).read_text()
+        assert old in text, old
+        (run / relative).write_text(text.replace(old, new, 1))
+
+    return damage
 
 
 def _write(relative: str, data: bytes) -> Callable[[Path], None]:
@@ -502,6 +526,11 @@ DATA_CASES = [
     ),
     Bad("data_many_bad_files", _bad_files(4), ("4 of 5 input files have problems", "and 1 more")),
     Bad(
+        "data_truncated_gzip",
+        _data_file("b.csv.gz", gzip.compress(BARS + ROW0 + ROW1)[:40]),
+        ("b.csv.gz: cannot be read as CSV/parquet (Compressed file ended before",),
+    ),
+    Bad(
         "data_junk_above_header",
         _data_file("b.csv", b"Exported by Vendor X\n\n" + BARS + ROW0 + ROW1),
         ("header (timestamp,symbol,open,high,low,close,volume) is on line 3", "delete lines 1-2"),
@@ -556,8 +585,10 @@ RUN_FOLDER_CASES = [
         _run_folder(_set_info(status="training")),
         ("still training, so its backtest segment stays unread",),
     ),
-    Bad("rundir_no_spec", _run_folder(_remove("spec.toml")), ("no spec.toml",)),
-    Bad("rundir_spec_damaged", _run_folder(_write("spec.toml", b"name = ")), ("not valid TOML",)),
+    Bad("rundir_no_spec", _run_folder(_remove("spec.toml")), ("spec.toml: part of run", "is missing")),
+    Bad(
+        "rundir_spec_damaged", _run_folder(_write("spec.toml", b"name = ")), ("spec.toml: not the file run",)
+    ),
     Bad(
         "rundir_no_leaderboard", _run_folder(_remove("tournament/leaderboard")), ("index.json", "is missing")
     ),
@@ -597,6 +628,40 @@ RUN_FOLDER_CASES = [
         ("index.json: not the file run",),
     ),
     Bad("rundir_leaderboard_from_another_run", _foreign_leaderboard, ("index.json: not the file run",)),
+    Bad(
+        "rundir_spec_edited",
+        _run_folder(_replace_in("spec.toml", "fee_rate = 0.001", "fee_rate = 0.05")),
+        ("spec.toml: not the file run", "sha256 differs"),
+    ),
+    Bad(
+        "rundir_events_damaged",
+        _run_folder(_write("tournament/events.jsonl", b"\xff\xfe garbage\n"), "report"),
+        ("events.jsonl: not the file run",),
+    ),
+    Bad(
+        "rundir_trader_inputs_truncated_replay",
+        _run_folder_args(
+            _truncate("trader_inputs.pt"),
+            "paper",
+            "replay",
+            "{run}",
+            "--start",
+            "2019-10-01",
+            "--end",
+            "2019-10-15",
+        ),
+        ("trader_inputs.pt: not the file run",),
+    ),
+    Bad(
+        "rundir_spec_json_damaged_compare",
+        _run_folder_args(_write("spec.json", b"{"), "runs", "compare", "{run}", "{finished}"),
+        ("spec.json: not valid JSON",),
+    ),
+    Bad(
+        "rundir_metrics_damaged_ls",
+        _run_folder_args(_write("metrics.json", b"{"), "runs", "ls", "{tmp}"),
+        ("metrics.json: not valid JSON",),
+    ),
 ]
 
 
@@ -611,12 +676,52 @@ def _fetch(tmp: Path, fx: Fixtures) -> list[str]:
     return _fetch_args(tmp, "{broker}")
 
 
+def _serve_raw_split(fake: FakeAlpacaServer) -> None:
+    """Minute bars of SYN000 with a raw 4:1 split on 2021-02-04, and no corporate action listed."""
+    bars = synth_market(1, 6, "1min", seed=2, start="2021-02-01")
+    earlier = bars["timestamp"] < pd.Timestamp("2021-02-04", tz="UTC")
+    bars.loc[earlier, ["open", "high", "low", "close"]] *= 4.0
+    bars.loc[earlier, "volume"] /= 4.0
+    for symbol, rows in bars_to_alpaca_json(bars).items():
+        fake.add_bars("1Min", symbol, rows)
+
+
+def _fetch_split(*extra: str) -> Setup:
+    def setup(tmp: Path, fx: Fixtures) -> list[str]:
+        args = _fetch_args(tmp, "{broker}")
+        args[args.index("AAPL")] = "SYN000"
+        args[args.index("2021-02-02")] = "2021-02-08"
+        return [*args, *(arg.replace("{tmp}", str(tmp)) for arg in extra)]
+
+    return setup
+
+
 BROKER_CASES = [
     Bad("broker_rejects_keys", _fetch, ("APCA_API_KEY_ID",), broker_status=401),
     Bad("broker_forbidden", _fetch, ("403",), broker_status=403),
     Bad("broker_keeps_failing", _fetch, ("500",), broker_status=500),
     Bad("broker_unknown_symbol", _fetch, ("AAPL",), broker_status=200),
     Bad("broker_missing_keys", lambda tmp, fx: _fetch_args(tmp, "http://127.0.0.1:9"), ("APCA_API_KEY_ID",)),
+    Bad(
+        "broker_raw_split_nothing_explains",
+        _fetch_split(),
+        ("SYN000 2021-02-04 14:30:00+00:00", "unadjusted 4:1 split", "list no split there"),
+        broker_status=200,
+        serve=_serve_raw_split,
+    ),
+    Bad(
+        "broker_split_table_missing",
+        _fetch_split("--adjust", "splits={tmp}/none.csv"),
+        ("corporate-actions table not found",),
+        broker_status=200,
+        serve=_serve_raw_split,
+    ),
+    Bad(
+        "flag_fetch_adjust_malformed",
+        _fetch_split("--adjust", "4:1"),
+        ("--adjust splits=FILE",),
+        broker_status=200,
+    ),
 ]
 
 
@@ -732,6 +837,8 @@ def test_malformed_input_is_one_line_exit_2_nothing_written(
         with FakeAlpacaServer(key_id=KEY_ID, secret_key=SECRET) as fake:
             if status in (403, 500):
                 fake.fail_next(status, times=100)
+            if case.serve is not None:
+                case.serve(fake)
             result = run_cli(*[arg.replace("{broker}", fake.url) for arg in args])
     _assert_one_clean_line(result, case.expected)
     out = tmp_path / "out"
@@ -763,3 +870,17 @@ def test_a_bug_is_one_line_with_a_hint_and_verbose_shows_the_traceback(
     verbose = run_cli("-v", "data", "info", "somewhere")
     assert "Traceback" in verbose.stderr
     assert verbose.stderr.strip().splitlines()[-1].startswith("error: internal error")
+
+
+def test_an_end_of_file_error_is_not_reported_as_an_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """click turns every EOFError into Abort ("interrupted", exit 130): a truncated file is no Ctrl-C."""
+
+    def truncated(*args: object, **kwargs: object) -> None:
+        raise EOFError("Ran out of input")
+
+    monkeypatch.setattr("finpod.cli.data.dataset_info", truncated)
+    result = run_cli("data", "info", "somewhere")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "error: internal error (EOFError: Ran out of input); rerun with -v for the traceback"
+    )

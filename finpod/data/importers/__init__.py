@@ -16,7 +16,6 @@ Minute bars outside XNAS regular hours are dropped and counted; zero-volume bars
 
 from __future__ import annotations
 
-import csv
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -50,7 +49,7 @@ from finpod.data.splits import (
     session_date,
 )
 from finpod.data.store import Manifest, write_dataset
-from finpod.data.textfile import records
+from finpod.data.textfile import UNREADABLE, records
 from finpod.data.validate import invalid_rows, readable, validate_bars
 from finpod.errors import DataError
 
@@ -153,7 +152,7 @@ def _junk_above_header(path: Path, column_map: Mapping[str, str]) -> DataError |
             if index > 0 and _known_header([column_map.get(f.strip(), f) for f in fields])
         ]
         first = next(iter(records(path)), None)
-    except (OSError, csv.Error):
+    except UNREADABLE:
         return None
     if not found or first is None:
         return None

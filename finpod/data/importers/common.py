@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -72,8 +73,8 @@ def read_table(path: Path) -> pd.DataFrame:
         raise DataError(
             f"{path}: empty file (no header, no bars); export some bars into it or leave it out"
         ) from None
-    except (ValueError, OSError, pd.errors.ParserError) as err:
-        reason = " ".join(str(err).split())
+    except (ValueError, OSError, EOFError, zlib.error, pd.errors.ParserError) as err:
+        reason = " ".join(str(err).split()) or type(err).__name__
         raise DataError(f"{path}: cannot be read as CSV/parquet ({reason}); check the file") from None
 
 

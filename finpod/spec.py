@@ -16,6 +16,7 @@ import datetime as dt
 import hashlib
 import itertools
 import json
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -169,13 +170,17 @@ class EnvSpec(_Model):
     """Trading-env settings (``finpod.env.EnvConfig``) plus the number of parallel training envs."""
 
     initial_cash_usd: float = Field(
-        1_000_000.0, gt=0, description="starting capital in USD", examples=[1_000_000]
+        1_000_000.0, gt=0, allow_inf_nan=False, description="starting capital in USD", examples=[1_000_000]
     )
     fee_rate: float = Field(
         0.002, ge=0, lt=1, description="fee per trade as a fraction of traded notional", examples=[0.002]
     )
     half_spread_bps: float = Field(
-        0.0, ge=0, description="slippage: half the bid-ask spread in basis points", examples=[1.0]
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="slippage: half the bid-ask spread in basis points",
+        examples=[1.0],
     )
     max_participation: float = Field(
         1.0,
@@ -189,7 +194,11 @@ class EnvSpec(_Model):
         examples=["weights"],
     )
     max_shares: float = Field(
-        100.0, gt=0, description="shares per unit action in action_mode = 'share_delta'", examples=[100]
+        100.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="shares per unit action in action_mode = 'share_delta'",
+        examples=[100],
     )
     fill: Literal["next_open", "next_close"] = Field(
         "next_open", description='fill price of an order: "next_open" or "next_close"', examples=["next_open"]
@@ -200,10 +209,13 @@ class EnvSpec(_Model):
         "(log return minus the equal-weight basket's)",
         examples=["log_return"],
     )
-    reward_scale: float = Field(100.0, gt=0, description="multiplier on the reward", examples=[100])
+    reward_scale: float = Field(
+        100.0, gt=0, allow_inf_nan=False, description="multiplier on the reward", examples=[100]
+    )
     risk_penalty: float = Field(
         0.0,
         ge=0,
+        allow_inf_nan=False,
         description="weight of the squared-return penalty (reward = risk_penalised)",
         examples=[0.1],
     )
@@ -499,11 +511,13 @@ class Spec(_Model):
         config = ppo_config_from(self.agent)
         batch = config.rollout_steps * self.env.num_envs
         if batch < MIN_MINIBATCH_SIZE * config.num_minibatches:
+            most = batch // MIN_MINIBATCH_SIZE
+            lower = f", or lower agent.num_minibatches to <= {most}" if most >= 1 else ""
             raise ValueError(
                 f"agent.num_minibatches: a round of rollout_steps {config.rollout_steps} x env.num_envs "
                 f"{self.env.num_envs} = {batch} transitions cannot fill {config.num_minibatches} "
                 f"minibatches of at least {MIN_MINIBATCH_SIZE}; fix: raise agent.rollout_steps or "
-                f"env.num_envs, or lower agent.num_minibatches to <= {batch // MIN_MINIBATCH_SIZE}"
+                f"env.num_envs{lower}"
             )
         return self
 
@@ -675,7 +689,8 @@ def _check_agent_type(name: str, value: Any) -> None:
     elif isinstance(default, int):
         ok, kind = isinstance(value, int) and not isinstance(value, bool), "an integer"
     elif isinstance(default, float) or default is None:
-        ok, kind = (isinstance(value, int | float) and not isinstance(value, bool)), "a number"
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        ok, kind = number and math.isfinite(value), "a finite number"
     elif isinstance(default, str):
         ok, kind = isinstance(value, str), "a string"
     else:  # hidden_sizes: a list of widths

@@ -32,6 +32,7 @@ Layout of ``out_dir`` (everything written atomically):
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,18 @@ def _json_text(payload: dict[str, Any]) -> str:
     return json.dumps(payload, indent=2, allow_nan=False, default=str) + "\n"
 
 
+def _spec_json(value: Any) -> Any:
+    """The resolved spec with its infinite settings as text (``max_participation = inf``: no cap),
+    so strict JSON can hold it; every other value unchanged."""
+    if isinstance(value, dict):
+        return {key: _spec_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_spec_json(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
 def _segment_meta(backtest: BacktestResult, metrics: dict[str, dict[str, MetricValue]]) -> dict[str, Any]:
     return {
         "segment": backtest.segment,
@@ -181,7 +194,7 @@ def write_report(
         write_segment(validation, out_dir / VALIDATION_DIR)
     inputs = {
         "schema_version": METRICS_SCHEMA_VERSION,
-        "spec": spec,
+        "spec": _spec_json(spec),
         "leaderboard_history": leaderboard_history,
         "leaderboard_entries": leaderboard_entries,
         "run_info": run_info,

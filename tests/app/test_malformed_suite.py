@@ -279,13 +279,32 @@ SPEC_CASES = [
     Bad(
         "spec_agent_bool_for_float",
         _spec(_replace("learning_rate = 0.0003", "learning_rate = true")),
-        ("agent.learning_rate: must be a number",),
+        ("agent.learning_rate: must be a finite number",),
     ),
     Bad("spec_agent_unknown", _spec(_add_line("agent", "learnin_rate = 0.1")), ("unknown PPO setting",)),
     Bad(
         "spec_minibatches_cannot_fill",
         _spec(_replace("num_minibatches = 2", "num_minibatches = 1000")),
         ("agent.num_minibatches", "cannot fill 1000 minibatches", "lower agent.num_minibatches"),
+    ),
+    Bad(
+        "spec_minibatches_one_transition",
+        _spec(
+            lambda t: t.replace("rollout_steps = 32", "rollout_steps = 1").replace(
+                "num_envs = 4", "num_envs = 1"
+            )
+        ),
+        ("= 1 transitions cannot fill 2 minibatches", "fix: raise agent.rollout_steps or env.num_envs"),
+    ),
+    Bad(
+        "spec_agent_infinite",
+        _spec(_replace("max_grad_norm = 0.5", "max_grad_norm = inf")),
+        ("agent.max_grad_norm: must be a finite number, got inf",),
+    ),
+    Bad(
+        "spec_env_infinite",
+        _spec(_replace("risk_penalty = 0.0", "risk_penalty = inf")),
+        ("env.risk_penalty: must be a finite number (got inf)", "fix:"),
     ),
     Bad(
         "spec_horizon_longer_than_train",

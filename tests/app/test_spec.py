@@ -85,6 +85,10 @@ BAD_FIELDS = [
     ({"data": {"synthetic": {"signal": "wave"}}}, "data.synthetic.signal", "reversal"),
     ({"data": {"synthetic": {"signal_strength": 1.5}}}, "data.synthetic.signal_strength", "fix:"),
     ({"seed": -1}, "seed", "fix:"),
+    ({"env": {"risk_penalty": float("inf")}}, "env.risk_penalty", "finite"),
+    ({"env": {"initial_cash_usd": float("inf")}}, "env.initial_cash_usd", "finite"),
+    ({"agent": {"max_grad_norm": float("inf")}}, "agent.max_grad_norm", "finite"),
+    ({"agent": {"rollout_steps": 1, "num_minibatches": 2}, "env": {"num_envs": 1}}, "agent", "env.num_envs"),
 ]
 
 
@@ -110,6 +114,7 @@ def test_bad_field_is_one_line_naming_field_and_fix(
     assert message.startswith(f"{path}: {field}")
     assert "fix" in message
     assert hint in message
+    assert "<= 0" not in message  # no fix that cannot work
 
 
 def test_missing_required_field_and_bad_toml(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ def paper_command(
         )
     if action == "replay" and (not start or not end):
         raise SpecError(
-            "finpod paper replay: --start and --end are required; fix: --start 2020-05-26 --end 2020-06-30"
+            f"finpod paper replay: --start and --end are required; fix: {_replay_dates(Path(run_dir))}"
         )
     path = Path(run_dir)
     chosen = trader or _spec_trader(path)
@@ -82,6 +82,18 @@ def paper_command(
         from finpod.paper.loop import run_paper
 
         sys.exit(run_paper(path, chosen, dry_run=dry_run, clock=clock))
+
+
+def _replay_dates(run_dir: Path) -> str:
+    """``--start D --end D`` over the run's backtest segment (a placeholder when the run is unreadable)."""
+    from finpod.errors import FinpodError
+    from finpod.pipeline.rundir import RunDir
+
+    try:
+        first, last = RunDir(run_dir.expanduser().resolve()).load_spec().segments.backtest
+    except (FinpodError, OSError):
+        return "--start YYYY-MM-DD --end YYYY-MM-DD (dates inside the run's backtest segment)"
+    return f"--start {first} --end {last} (the run's backtest segment)"
 
 
 def _spec_trader(run_dir: Path) -> str:

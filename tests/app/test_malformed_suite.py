@@ -672,6 +672,11 @@ RUN_FOLDER_CASES = [
         ("trader_inputs.pt: not the file run",),
     ),
     Bad(
+        "rundir_replay_without_dates",
+        _run_folder_args(lambda run: None, "paper", "replay", "{run}"),
+        ("--start and --end are required", "fix: --start 2019-10-01 --end 2019-12-31 (the run's backtest"),
+    ),
+    Bad(
         "rundir_spec_json_damaged_compare",
         _run_folder_args(_write("spec.json", b"{"), "runs", "compare", "{run}", "{finished}"),
         ("spec.json: not valid JSON",),

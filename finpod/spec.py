@@ -277,6 +277,15 @@ class TournamentSpec(_Model):
         description="[min, max] of perturbed agent fields, replacing podracer's PPOConfig.PERTURBABLE bounds",
         examples=[{"gamma": [0.95, 0.999], "learning_rate": [1e-4, 1e-3]}],
     )
+    resample_prob: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="per-field chance that a child draws a hyper-parameter afresh from its perturb_bounds "
+        "(log-uniform; gamma and lambda as 1-x) instead of stepping it, and that a new pod from scratch "
+        "(after the first) does; escapes a start far from good values",
+        examples=[0.25],
+    )
     softmax_temperature: float = Field(
         1.0, gt=0, description="temperature of the rank-softmax that picks a parent", examples=[1.0]
     )
@@ -655,8 +664,15 @@ class Spec(_Model):
         return f"{self.source}: " if self.source else ""
 
 
+AGENT_DEFAULTS: dict[str, Any] = {"policy": "cross_sectional"}
+"""finpod's defaults for ``[agent]`` fields where podracer's domain-free default does not suit a
+portfolio: the cross-sectional policy (one shared per-asset encoder; the flat MLP learned nothing on
+the planted-signal market in 55k steps, see BENCHMARKS.md "Skill"). ``policy = "mlp"`` still works."""
+
+
 def ppo_config_from(agent: Mapping[str, Any]) -> PPOConfig:
-    """``PPOConfig`` from the ``[agent]`` table, with unknown keys and bad values as one-line errors.
+    """``PPOConfig`` from the ``[agent]`` table over :data:`AGENT_DEFAULTS`, with unknown keys and bad
+    values as one-line errors.
 
     Raises:
         ValueError: an unknown key or a value PPOConfig rejects (pydantic turns it into a SpecError).
@@ -668,7 +684,7 @@ def ppo_config_from(agent: Mapping[str, Any]) -> PPOConfig:
     for name, value in agent.items():
         _check_agent_type(name, value)
     try:
-        return PPOConfig.from_dict(agent)
+        return PPOConfig.from_dict({**AGENT_DEFAULTS, **agent})
     except (TypeError, ValueError) as err:
         named = re.match(r"PPOConfig\.(\w+) (.*)", str(err))
         if named is None:

@@ -47,6 +47,9 @@ class TournamentConfig:
             here and recorded in ``config.json``; 1.
         perturb_bounds: ``{field: (min, max)}`` replacing the agent config's ``PERTURBABLE`` bounds
             of those fields; empty.
+        resample_prob: per-field probability that a child draws the field afresh from its search
+            space (``perturb_bounds``) instead of stepping it, and that a pod from scratch after the
+            run's first draws it instead of taking the base value (see :mod:`podracer.generator`); 0.
     """
 
     pool_size: int
@@ -66,6 +69,7 @@ class TournamentConfig:
     judge_order: JudgeOrder = "submission"
     torch_threads_per_pod: int = 1
     perturb_bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    resample_prob: float = 0.0
 
     def __post_init__(self) -> None:
         """Reject settings the tournament cannot run with; each message names the field and the fix."""
@@ -120,6 +124,10 @@ class TournamentConfig:
             (
                 self.judge_order in get_args(JudgeOrder),
                 f"judge_order is {self.judge_order!r}; use one of {list(get_args(JudgeOrder))}",
+            ),
+            (
+                0.0 <= self.resample_prob <= 1.0,
+                f"resample_prob is {self.resample_prob}; use a value in [0, 1]",
             ),
             (
                 self.torch_threads_per_pod >= 1,

@@ -18,8 +18,17 @@ Each value is then clamped to the field's ``(min, max)`` (the class's ``PERTURBA
 ``perturb_bounds``), widened to include the inherited value: a value the user set outside the bounds
 is never pulled in to them unasked.
 
+Resampling (PBT's other explore move, Ray Tune's ``resample_probability``): with probability
+``resample_prob`` a field is instead drawn afresh from its search space, uniformly in its own space
+between its ``(min, max)`` (log-uniform for ``log``, ``1 - x`` log-uniform for ``log1m``, uniform for
+``linear``). Small steps refine a good value; a resample escapes a start that is far off (a learning
+rate 10x too high needs a dozen lucky 20 % steps, or one resample). A pod from scratch other than the
+run's first one resamples each field with the same probability, so the first pool is not ``pool_size``
+copies of one guess; the first pod always keeps the base hyper-parameters.
+
 Every random draw comes from the generator passed in, in a fixed order (seed, fresh-or-donor, donor,
-then one factor per field in sorted name order), so one seed gives one sequence of pods.
+then per field in sorted name order: a resample draw when ``resample_prob > 0``, then the step), so
+one seed gives one sequence of pods.
 """
 
 from __future__ import annotations
@@ -37,6 +46,9 @@ from podracer.pod import PerturbRange, check_agent_config
 
 SEED_UPPER_BOUND = 2**31 - 1
 """Pod seeds are drawn uniformly from ``[0, SEED_UPPER_BOUND)``."""
+LOG1M_RESAMPLE_FLOOR = 1e-4
+"""A resampled ``log1m`` value stays at most ``1 - LOG1M_RESAMPLE_FLOOR`` (a 10,000-step horizon), even
+when the field's ``max`` is 1 (``1 - x`` log-uniform down to 0 would put all its mass at ``x = 1``)."""
 
 
 def rank_softmax_probabilities(count: int, temperature: float) -> np.ndarray:
@@ -67,30 +79,57 @@ def perturb_value(value: float, bounds: PerturbRange, perturb_scale: float, u: f
     return min(max(moved, low), high)
 
 
+def resample_value(bounds: PerturbRange, q: float) -> float:
+    """The value at quantile ``q`` in ``[0, 1]`` of the field's search space (see the module doc).
+
+    ``log``: log-uniform in ``[min, max]``; ``log1m``: ``1 - x`` log-uniform in ``[1 - max, 1 - min]``
+    (a ``min`` of 0 gives one-step horizons; ``max`` is capped at ``1 - LOG1M_RESAMPLE_FLOOR``);
+    ``linear``: uniform.
+    """
+    if bounds.space == "log":
+        return math.exp(math.log(bounds.low) + q * (math.log(bounds.high) - math.log(bounds.low)))
+    if bounds.space == "log1m":
+        high = min(bounds.high, 1.0 - LOG1M_RESAMPLE_FLOOR)
+        low = min(bounds.low, high)
+        short, long = math.log1p(-low), math.log1p(-high)
+        return -math.expm1(short + q * (long - short))
+    return bounds.low + q * (bounds.high - bounds.low)
+
+
 def perturb_config(
     config: Any,
     perturb_scale: float,
     rng: np.random.Generator,
     bounds: Mapping[str, tuple[float, float]] | None = None,
+    resample_prob: float = 0.0,
 ) -> Any:
-    """A copy of ``config`` with every ``PERTURBABLE`` float field moved one random step.
+    """A copy of ``config`` with every ``PERTURBABLE`` float field moved one random step or resampled.
 
     Args:
         config: a dataclass config with a ``PERTURBABLE`` table ``{field: (min, max)}`` (and
             optionally ``PERTURB_SPACES``).
         perturb_scale: ``s >= 0``, the step size (see the module doc).
-        rng: the source of the draws ``u ~ U(-1, 1)``, one per field in sorted field-name order.
+        rng: the source of the draws, per field in sorted field-name order: ``r ~ U(0, 1)`` (only
+            when ``resample_prob > 0``), then ``u ~ U(-1, 1)``.
         bounds: the user's ``(min, max)`` for some fields, replacing the class's.
+        resample_prob: probability, per field, of a fresh draw from the field's search space
+            (:func:`resample_value` at ``q = (u + 1) / 2``) instead of a step.
 
     Returns:
-        The perturbed config; each perturbed value lies within its field's ``(min, max)`` widened to
-        include the field's value in ``config``.
+        The new config; a stepped value lies within its field's ``(min, max)`` widened to include the
+        field's value in ``config``, a resampled one within ``(min, max)``.
     """
     ranges = check_agent_config(config, bounds)
-    changes = {
-        name: perturb_value(getattr(config, name), ranges[name], perturb_scale, float(rng.uniform(-1.0, 1.0)))
-        for name in sorted(ranges)
-    }
+    changes: dict[str, float] = {}
+    for name in sorted(ranges):
+        resample = resample_prob > 0.0 and float(rng.random()) < resample_prob
+        u = float(rng.uniform(-1.0, 1.0))
+        value = getattr(config, name)
+        changes[name] = (
+            resample_value(ranges[name], (u + 1.0) / 2.0)
+            if resample
+            else perturb_value(value, ranges[name], perturb_scale, u)
+        )
     return dataclasses.replace(config, **changes)
 
 
@@ -143,28 +182,51 @@ class Generator:
         perturb_scale: step size of the hyper-parameter perturbation (see the module doc).
         softmax_temperature: temperature of the rank-softmax donor choice (> 0; larger = flatter).
         perturb_bounds: the user's ``(min, max)`` for some ``PERTURBABLE`` fields.
+        resample_prob: per-field probability of a fresh draw from the search space instead of a
+            step (children), or instead of the base value (pods from scratch after the first).
     """
 
     base_agent_config: Any
     perturb_scale: float
     softmax_temperature: float
     perturb_bounds: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    resample_prob: float = 0.0
 
-    def propose(self, donors: Sequence[Donor], fresh_prob: float, rng: np.random.Generator) -> Origin:
+    def propose(
+        self, donors: Sequence[Donor], fresh_prob: float, rng: np.random.Generator, *, first: bool = False
+    ) -> Origin:
         """Draw the origin of the next pod (seed, then fresh-or-donor, then donor, then perturbations).
 
         Args:
             donors: candidate donors, best first (may be empty: then the pod starts from scratch).
             fresh_prob: probability of a pod from scratch when there are donors, in ``[0, 1]``.
             rng: the source of every draw.
+            first: the run's first pod, which always starts from scratch with the base config.
         """
         seed = int(rng.integers(0, SEED_UPPER_BOUND))
         fresh = rng.random() < fresh_prob
         if fresh or not donors:
-            return Origin(parent=None, agent_config=self.base_agent_config, seed=seed)
+            config = self.base_agent_config
+            if not first and self.resample_prob > 0.0:
+                config = self._fresh_config(rng)
+            return Origin(parent=None, agent_config=config, seed=seed)
         rank = int(
             rng.choice(len(donors), p=rank_softmax_probabilities(len(donors), self.softmax_temperature))
         )
         parent = donors[rank]
-        config = perturb_config(parent.agent_config, self.perturb_scale, rng, self.perturb_bounds)
+        config = perturb_config(
+            parent.agent_config, self.perturb_scale, rng, self.perturb_bounds, self.resample_prob
+        )
         return Origin(parent=parent, agent_config=config, seed=seed)
+
+    def _fresh_config(self, rng: np.random.Generator) -> Any:
+        """The base config with each field resampled with probability ``resample_prob`` (else kept)."""
+        base = self.base_agent_config
+        ranges = check_agent_config(base, self.perturb_bounds)
+        changes: dict[str, float] = {}
+        for name in sorted(ranges):
+            resample = float(rng.random()) < self.resample_prob
+            q = float(rng.random())
+            if resample:
+                changes[name] = resample_value(ranges[name], q)
+        return dataclasses.replace(base, **changes)

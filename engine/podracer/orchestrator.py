@@ -186,6 +186,7 @@ class Tournament:
             perturb_scale=config.perturb_scale,
             softmax_temperature=config.softmax_temperature,
             perturb_bounds=config.perturb_bounds,
+            resample_prob=config.resample_prob,
         )
         self._pods: dict[int, Pod] = {}
         self._retiring: set[int] = set()
@@ -506,8 +507,10 @@ class Tournament:
         Its id is made durable (``state.json`` written) before the pod can write anything, so no
         kill can hand the same id to two agents.
         """
-        origin = self._generator.propose(donors, fresh_probability(self.config, self._fraction()), self._rng)
         pod_id = self._progress.next_pod_id
+        origin = self._generator.propose(
+            donors, fresh_probability(self.config, self._fraction()), self._rng, first=pod_id == 0
+        )
         self._progress.next_pod_id += 1
         self._save_state()
         pod = spawn_pod(pod_id, origin, self._agent_factory, self._env_factory)

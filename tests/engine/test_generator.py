@@ -156,6 +156,64 @@ def test_zero_scale_changes_nothing_and_draws_are_seeded() -> None:
     assert first == perturb_config(TINY_PPO, 0.5, np.random.default_rng(6))
 
 
+RESAMPLE_PROB = 0.25
+SEARCH = {"gamma": (0.0, 0.99), "learning_rate": (1e-4, 3e-2)}
+
+
+def test_resampling_draws_from_the_search_space_in_each_fields_space_at_its_rate() -> None:
+    poor = dataclasses.replace(TINY_PPO, learning_rate=3e-2, gamma=0.9)
+    rng = np.random.default_rng(11)
+    children = [perturb_config(poor, 0.2, rng, SEARCH, RESAMPLE_PROB) for _ in range(DRAWS)]
+    step = 1.2 + EPS  # a step moves the learning rate by at most a factor 1 + s
+    far = np.array([not (3e-2 / step <= c.learning_rate <= 3e-2 * step) for c in children])
+    # a resample lands outside one step's reach unless it falls in the top log(1.2)/log(300) of the space
+    reach = math.log(1.2) / math.log(3e-2 / 1e-4)
+    expected = RESAMPLE_PROB * (1.0 - reach)
+    sigma = math.sqrt(expected * (1 - expected) / DRAWS)
+    assert abs(far.mean() - expected) < BINOMIAL_SIGMAS * sigma
+    rates = np.array([c.learning_rate for c in children])[far]
+    assert rates.min() >= 1e-4
+    assert rates.max() <= 3e-2
+    # log-uniform: half of the resampled rates lie below the geometric middle of the space
+    below = np.mean(rates < math.sqrt(1e-4 * 3e-2 / step))
+    assert abs(below - 0.5 / (1.0 - reach)) < 0.06
+    horizons = np.array([1.0 / (1.0 - c.gamma) for c in children])
+    resampled = horizons[(horizons < 10.0 / step) | (horizons > 10.0 * step)]  # a step keeps 10 within 1.2x
+    assert resampled.min() >= 1.0
+    assert resampled.max() <= 100.0 + 1e-9
+    # 1 - gamma log-uniform in [0.01, 1]: a horizon under 3 bars (from gamma 0.9's 10) in one draw
+    assert abs(np.mean(resampled < 3.0) - math.log(3.0) / math.log(100.0) / (1.0 - reach)) < 0.06
+
+
+def test_without_resampling_the_draws_are_those_of_the_steps_alone() -> None:
+    stepped = perturb_config(TINY_PPO, 0.3, np.random.default_rng(12))
+    assert perturb_config(TINY_PPO, 0.3, np.random.default_rng(12), None, 0.0) == stepped
+    always = perturb_config(TINY_PPO, 0.3, np.random.default_rng(12), None, 1.0)
+    assert always != stepped
+
+
+def test_resampled_log1m_values_never_reach_one() -> None:
+    rng = np.random.default_rng(13)
+    children = [perturb_config(TINY_PPO, 0.2, rng, {"gae_lambda": (0.8, 1.0)}, 1.0) for _ in range(500)]
+    lambdas = np.array([c.gae_lambda for c in children])
+    assert lambdas.max() <= 1.0 - 1e-4
+    assert lambdas.min() >= 0.8
+    assert np.mean(lambdas > 0.99) > 0.3  # 1 - lambda log-uniform in [1e-4, 0.2]
+
+
+def test_the_first_pod_keeps_the_base_config_and_later_fresh_pods_resample() -> None:
+    generator = Generator(TINY_PPO, 0.2, 1.0, perturb_bounds=SEARCH, resample_prob=RESAMPLE_PROB)
+    rng = np.random.default_rng(14)
+    assert all(generator.propose([], 0.0, rng, first=True).agent_config == TINY_PPO for _ in range(50))
+    fresh = [generator.propose([], 0.0, rng).agent_config for _ in range(DRAWS)]
+    changed = np.mean([c.learning_rate != TINY_PPO.learning_rate for c in fresh])
+    sigma = math.sqrt(RESAMPLE_PROB * (1 - RESAMPLE_PROB) / DRAWS)
+    assert abs(changed - RESAMPLE_PROB) < BINOMIAL_SIGMAS * sigma
+    assert all(c.rollout_steps == TINY_PPO.rollout_steps for c in fresh)
+    plain = Generator(TINY_PPO, 0.2, 1.0)
+    assert all(plain.propose([], 0.0, rng).agent_config == TINY_PPO for _ in range(50))
+
+
 @dataclasses.dataclass(frozen=True)
 class _NoTable:
     rate: float = 0.1

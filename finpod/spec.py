@@ -282,8 +282,8 @@ class TournamentSpec(_Model):
         ge=0,
         le=1,
         description="per-field chance that a child draws a hyper-parameter afresh from its perturb_bounds "
-        "(log-uniform; gamma and lambda as 1-x) instead of stepping it, and that a new pod from scratch "
-        "(after the first) does; escapes a start far from good values",
+        "(log-uniform; gamma and lambda as 1-x) instead of stepping it; when > 0, new pods from scratch "
+        "after the first draw every field there; escapes a start far from good values",
         examples=[0.25],
     )
     softmax_temperature: float = Field(

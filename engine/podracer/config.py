@@ -48,8 +48,8 @@ class TournamentConfig:
         perturb_bounds: ``{field: (min, max)}`` replacing the agent config's ``PERTURBABLE`` bounds
             of those fields; empty.
         resample_prob: per-field probability that a child draws the field afresh from its search
-            space (``perturb_bounds``) instead of stepping it, and that a pod from scratch after the
-            run's first draws it instead of taking the base value (see :mod:`podracer.generator`); 0.
+            space (``perturb_bounds``) instead of stepping it; when > 0, a pod from scratch after the
+            run's first draws every field from it (see :mod:`podracer.generator`); 0.
     """
 
     pool_size: int

@@ -22,13 +22,14 @@ Resampling (PBT's other explore move, Ray Tune's ``resample_probability``): with
 ``resample_prob`` a field is instead drawn afresh from its search space, uniformly in its own space
 between its ``(min, max)`` (log-uniform for ``log``, ``1 - x`` log-uniform for ``log1m``, uniform for
 ``linear``). Small steps refine a good value; a resample escapes a start that is far off (a learning
-rate 10x too high needs a dozen lucky 20 % steps, or one resample). A pod from scratch other than the
-run's first one resamples each field with the same probability, so the first pool is not ``pool_size``
-copies of one guess; the first pod always keeps the base hyper-parameters.
+rate 10x too high needs a dozen lucky 20 % steps, or one resample). With ``resample_prob > 0`` a pod
+from scratch other than the run's first one draws EVERY field from the search space (Ray Tune's
+initial population), so the first pool is not ``pool_size`` copies of one guess; the run's first pod
+always keeps the base hyper-parameters, and children start from the leaders' values.
 
 Every random draw comes from the generator passed in, in a fixed order (seed, fresh-or-donor, donor,
-then per field in sorted name order: a resample draw when ``resample_prob > 0``, then the step), so
-one seed gives one sequence of pods.
+then per field in sorted name order: a resample draw when ``resample_prob > 0``, then the step; for a
+pod from scratch, one quantile per field), so one seed gives one sequence of pods.
 """
 
 from __future__ import annotations
@@ -182,8 +183,8 @@ class Generator:
         perturb_scale: step size of the hyper-parameter perturbation (see the module doc).
         softmax_temperature: temperature of the rank-softmax donor choice (> 0; larger = flatter).
         perturb_bounds: the user's ``(min, max)`` for some ``PERTURBABLE`` fields.
-        resample_prob: per-field probability of a fresh draw from the search space instead of a
-            step (children), or instead of the base value (pods from scratch after the first).
+        resample_prob: per-field probability that a child draws the field from the search space
+            instead of stepping it; when > 0, pods from scratch after the first draw every field.
     """
 
     base_agent_config: Any
@@ -220,13 +221,8 @@ class Generator:
         return Origin(parent=parent, agent_config=config, seed=seed)
 
     def _fresh_config(self, rng: np.random.Generator) -> Any:
-        """The base config with each field resampled with probability ``resample_prob`` (else kept)."""
+        """The base config with every perturbable field drawn from its search space."""
         base = self.base_agent_config
         ranges = check_agent_config(base, self.perturb_bounds)
-        changes: dict[str, float] = {}
-        for name in sorted(ranges):
-            resample = float(rng.random()) < self.resample_prob
-            q = float(rng.random())
-            if resample:
-                changes[name] = resample_value(ranges[name], q)
-        return dataclasses.replace(base, **changes)
+        drawn = {name: resample_value(ranges[name], float(rng.random())) for name in sorted(ranges)}
+        return dataclasses.replace(base, **drawn)

@@ -1,4 +1,4 @@
-"""Proximal Policy Optimisation for batched, bounded-action tensor envs, top to bottom in one file.
+"""Proximal Policy Optimisation for batched, bounded-action tensor envs: the config and the agent.
 
 Shapes: ``T`` rollout steps per round, ``N`` parallel envs, ``D`` observation size, ``A`` action
 size, ``B = T * N`` transitions per round.
@@ -6,22 +6,29 @@ size, ``B = T * N`` transitions per round.
 One training round (:meth:`PPOAgent.train_round`):
 
 1. **Collect** ``T`` steps from all ``N`` envs into preallocated ``(T, N, ...)`` buffers on the env's
-   device, sampling actions from the policy (:data:`PolicyKind`) scaled to ``[action_low,
-   action_high]``. Nothing in this loop reads a tensor back to the host. The critic then values
-   all ``B`` observations in a few large batches.
+   device (:class:`~podracer.rollout.Rollout`), sampling actions from the policy (:data:`PolicyKind`)
+   scaled to ``[action_low, action_high]``. Nothing in this loop reads a tensor back to the host.
+   The critic then values all ``B`` observations in a few large batches.
 2. **Bootstrap truncations**: where an episode was *truncated* (time limit, end of data), the reward
-   of that step gets ``gamma * V(final_obs)``; where it *terminated*, it does not.
+   of that step gets ``gamma * V(final_obs)``; where it *terminated*, it does not
+   (:func:`~podracer.rollout.bootstrap_truncated`).
 3. **GAE**: advantages and returns by generalised advantage estimation (:func:`compute_gae`).
 4. **Learn**: ``update_epochs`` passes over the ``B`` transitions in ``num_minibatches`` shuffled
    minibatches, minimising the clipped policy loss, the (optionally clipped) value loss and the
    negative entropy bonus, with advantage normalisation, gradient-norm clipping and an optional
-   KL early stop.
+   KL early stop (:func:`podracer.ppo_update.ppo_update`).
 5. **Report**: every metric is a tensor until the single host sync at the end of the round.
 
-Observation normalisation (optional, :attr:`PPOConfig.normalize_observations`) keeps a running
-mean and variance per observation feature. The statistics are frozen within a round (the rollout
-and the learning steps see the same normalisation) and merged with the round's observations at its
-end; they travel with the weights in :meth:`PPOAgent.state_dict` and :meth:`PPOAgent.load_weights_from`.
+Observation normalisation (optional, :attr:`PPOConfig.normalize_observations`;
+:class:`~podracer.normalization.RunningMeanStd`) keeps a running mean and variance per observation
+feature. The statistics are frozen within a round (the rollout and the learning steps see the same
+normalisation) and merged with the round's observations at its end; they travel with the weights in
+:meth:`PPOAgent.state_dict` and :meth:`PPOAgent.load_weights_from`.
+
+The pieces live in their own modules and are re-exported here (``from podracer.ppo import
+RunningMeanStd, compute_gae, ...`` keeps working): :mod:`podracer.rollout` (buffer, truncation
+bootstrap, GAE), :mod:`podracer.normalization` (running statistics), :mod:`podracer.ppo_update`
+(the loss and its minibatch epochs).
 """
 
 from __future__ import annotations
@@ -31,16 +38,35 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, ClassVar, Literal
 
 import torch
-from torch import nn
 
 from podracer.api import Policy, RoundStats, TensorVectorEnv
 from podracer.distributions import PolicyDistribution
 from podracer.entity import CrossSectionalActorCritic, EntityLayout
 from podracer.errors import PodracerError, SnapshotError
 from podracer.networks import Activation, ActorCritic, FrozenMLP
+from podracer.normalization import NormalizationConstants, RunningMeanStd
+from podracer.ppo_update import ppo_update
+from podracer.rollout import Rollout, bootstrap_truncated, compute_gae
+
+__all__ = [
+    "MIN_MINIBATCH_SIZE",
+    "POLICY_KINDS",
+    "STATE_FORMAT",
+    "AgentError",
+    "LrSchedule",
+    "PPOAgent",
+    "PPOConfig",
+    "PolicyKind",
+    "Rollout",
+    "RunningMeanStd",
+    "bootstrap_truncated",
+    "compute_gae",
+    "learning_rate_at",
+    "ppo_update",
+]
 
 LrSchedule = Literal["constant", "linear"]
 """``constant``: always ``learning_rate``; ``linear``: decays to 0 at ``total_env_steps``."""
@@ -206,187 +232,6 @@ def learning_rate_at(config: PPOConfig, env_steps: int) -> float:
     return config.learning_rate * remaining
 
 
-def bootstrap_truncated(
-    rewards: torch.Tensor,
-    truncated: torch.Tensor,
-    terminated: torch.Tensor,
-    final_values: torch.Tensor,
-    gamma: float,
-) -> torch.Tensor:
-    """Rewards with the value of the state reached added where an episode was truncated.
-
-    Args:
-        rewards: ``(T, N)`` rewards.
-        truncated: ``(T, N)`` bool, the episode was cut off after this step (time limit).
-        terminated: ``(T, N)`` bool, the episode really ended after this step (no future value).
-        final_values: ``(T, N)`` ``V(final_obs)``, the value of the observation each step reached
-            before any reset (only read where truncated).
-        gamma: discount per step.
-
-    Returns:
-        ``(T, N)``: ``rewards + gamma * final_values`` where truncated and not terminated, else ``rewards``.
-    """
-    bootstrap = truncated & ~terminated
-    return rewards + gamma * final_values * bootstrap.to(rewards.dtype)
-
-
-def compute_gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    episode_ends: torch.Tensor,
-    last_values: torch.Tensor,
-    gamma: float,
-    gae_lambda: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimates over a rollout.
-
-    ``delta_t = r_t + gamma * V_{t+1} * (1 - end_t) - V_t`` and
-    ``A_t = delta_t + gamma * lambda * (1 - end_t) * A_{t+1}``, where ``V_T`` is ``last_values``.
-    Truncated steps count as episode ends here: their future value is already in ``r_t``
-    (:func:`bootstrap_truncated`).
-
-    Args:
-        rewards: ``(T, N)`` rewards (bootstrapped on truncation).
-        values: ``(T, N)`` ``V(obs_t)`` from the rollout.
-        episode_ends: ``(T, N)`` bool, the episode ended (terminated or truncated) after step ``t``.
-        last_values: ``(N,)`` value of the observation after the last step.
-        gamma: discount per step.
-        gae_lambda: GAE lambda.
-
-    Returns:
-        ``(advantages, returns)``, both ``(T, N)``; ``returns = advantages + values``.
-    """
-    steps = rewards.shape[0]
-    continues = (~episode_ends).to(rewards.dtype)
-    advantages = torch.empty_like(rewards)
-    next_advantage = torch.zeros_like(last_values)
-    next_value = last_values
-    for t in reversed(range(steps)):
-        delta = rewards[t] + gamma * next_value * continues[t] - values[t]
-        next_advantage = delta + gamma * gae_lambda * continues[t] * next_advantage
-        advantages[t] = next_advantage
-        next_value = values[t]
-    return advantages, advantages + values
-
-
-class _Normalization(NamedTuple):
-    """Normalisation constants and the statistics (tensors and versions) they were computed from."""
-
-    mean: torch.Tensor
-    mean_version: int
-    var: torch.Tensor
-    var_version: int
-    shift: torch.Tensor
-    scale: torch.Tensor
-
-
-class RunningMeanStd(nn.Module):
-    """Per-feature running mean and variance of observations (parallel-merge update).
-
-    Args:
-        dim: ``D``, number of features.
-    """
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.mean: torch.Tensor
-        self.var: torch.Tensor
-        self.count: torch.Tensor
-        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
-        self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
-        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
-
-    def merge(self, batch_sum: torch.Tensor, batch_sumsq: torch.Tensor, batch_count: torch.Tensor) -> None:
-        """Fold in a batch given by its per-feature sum ``(D,)``, sum of squares ``(D,)`` and row count."""
-        batch_mean = batch_sum / batch_count
-        batch_var = (batch_sumsq / batch_count - batch_mean.square()).clamp_min(0.0)
-        total = self.count + batch_count
-        delta = batch_mean - self.mean
-        new_mean = self.mean + delta * batch_count / total
-        m2 = (
-            self.var * self.count
-            + batch_var * batch_count
-            + delta.square() * self.count * batch_count / total
-        )
-        self.mean.copy_(new_mean)
-        self.var.copy_(m2 / total)
-        self.count.copy_(total)
-
-    def normalize(self, obs: torch.Tensor, clip: float) -> torch.Tensor:
-        """``(obs - mean) / std`` clipped to ``[-clip, clip]``, float32 ``(B, D)``."""
-        return self.standardize(obs, self.mean, self.var, clip)
-
-    @staticmethod
-    def standardize(obs: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, clip: float) -> torch.Tensor:
-        """``(obs - mean) / sqrt(var + 1e-8)`` clipped to ``[-clip, clip]`` in ``obs``'s dtype ``(B, D)``."""
-        shift, scale = RunningMeanStd.constants(mean, var, obs.dtype)
-        return RunningMeanStd.rescale(obs, shift, scale, clip)
-
-    @staticmethod
-    def constants(
-        mean: torch.Tensor, var: torch.Tensor, dtype: torch.dtype
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(mean, sqrt(var + 1e-8))`` ``(D,)`` in ``dtype``: what :meth:`rescale` needs."""
-        return mean.to(dtype), var.to(dtype).add(1e-8).sqrt()
-
-    @staticmethod
-    def rescale(obs: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor, clip: float) -> torch.Tensor:
-        """``(obs - shift) / scale`` clipped to ``[-clip, clip]`` ``(B, D)``, with :meth:`constants`."""
-        return ((obs - shift) / scale).clamp_(-clip, clip)
-
-
-@dataclass
-class Rollout:
-    """One round's transitions, all ``(T, N, ...)`` on the env's device.
-
-    Attributes:
-        obs: ``(T, N, D)`` observations the policy saw (normalised when enabled).
-        unit_actions: ``(T, N, A)`` sampled raw actions (the distribution's space: unit-interval
-            Beta draws, or Gaussian scores), before squashing and scaling.
-        log_probs: ``(T, N)`` log-density of ``unit_actions`` under the rollout policy.
-        values: ``(T, N)`` critic values of ``obs``.
-        rewards: ``(T, N)`` env rewards, then bootstrapped on truncation.
-        terminated: ``(T, N)`` bool.
-        truncated: ``(T, N)`` bool.
-        final_obs: ``(T, N, D)`` observation each step reached before any reset (normalised when enabled).
-        advantages: ``(T, N)`` GAE advantages (filled after collection).
-        returns: ``(T, N)`` value targets (filled after collection).
-    """
-
-    obs: torch.Tensor
-    unit_actions: torch.Tensor
-    log_probs: torch.Tensor
-    values: torch.Tensor
-    rewards: torch.Tensor
-    terminated: torch.Tensor
-    truncated: torch.Tensor
-    final_obs: torch.Tensor
-    advantages: torch.Tensor
-    returns: torch.Tensor
-
-    @classmethod
-    def allocate(
-        cls, steps: int, num_envs: int, obs_dim: int, action_dim: int, device: torch.device
-    ) -> Rollout:
-        """Zeroed buffers for ``steps`` x ``num_envs`` transitions on ``device``."""
-
-        def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-            return torch.zeros(shape, dtype=dtype, device=device)
-
-        return cls(
-            obs=zeros(steps, num_envs, obs_dim),
-            unit_actions=zeros(steps, num_envs, action_dim),
-            log_probs=zeros(steps, num_envs),
-            values=zeros(steps, num_envs),
-            rewards=zeros(steps, num_envs),
-            terminated=zeros(steps, num_envs, dtype=torch.bool),
-            truncated=zeros(steps, num_envs, dtype=torch.bool),
-            final_obs=zeros(steps, num_envs, obs_dim),
-            advantages=zeros(steps, num_envs),
-            returns=zeros(steps, num_envs),
-        )
-
-
 class PPOAgent:
     """A PPO learner over a box ``[action_low, action_high]^A`` (Beta or logistic-normal policy).
 
@@ -441,7 +286,7 @@ class PPOAgent:
         """Called after every update epoch with its mean approximate KL (0-d); returns the KL to act on
         (:mod:`podracer.fusion` averages the learners there). ``None``: no hook."""
         self._rollout: Rollout | None = None
-        self._normalization_cache: _Normalization | None = None
+        self._normalization_cache: NormalizationConstants | None = None
 
     def _new_model(self) -> ActorCritic | CrossSectionalActorCritic:
         cfg, layout = self.config, self.layout
@@ -493,7 +338,7 @@ class PPOAgent:
                 if isinstance(self.model, CrossSectionalActorCritic):  # every entity normalised alike
                     mean, var = self.model.layout.tie_statistics(mean, var)
                 shift, scale = RunningMeanStd.constants(mean, var, dtype)
-            cached = self._normalization_cache = _Normalization(
+            cached = self._normalization_cache = NormalizationConstants(
                 stats.mean, stats.mean._version, stats.var, stats.var._version, shift, scale
             )
         return cached.shift, cached.scale
@@ -641,7 +486,7 @@ class PPOAgent:
     # ------------------------------------------------------------------ learning
 
     def learn(self, rollout: Rollout) -> dict[str, torch.Tensor]:
-        """``update_epochs`` passes of clipped-PPO minibatch updates over ``rollout``.
+        """``update_epochs`` passes of clipped-PPO minibatch updates over ``rollout`` (:func:`ppo_update`).
 
         Returns:
             Metrics as 0-d tensors: losses, approximate KL and clip fraction are means over the
@@ -653,77 +498,10 @@ class PPOAgent:
         lr = learning_rate_at(cfg, self.env_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        obs = rollout.obs.flatten(0, 1)
-        unit_actions = rollout.unit_actions.flatten(0, 1)
-        old_log_probs = rollout.log_probs.flatten()
-        old_values = rollout.values.flatten()
-        advantages = rollout.advantages.flatten()
-        returns = rollout.returns.flatten()
-        batch = obs.shape[0]
-        _check_round_size(batch, cfg.num_minibatches)
-
-        sums = torch.zeros(5, device=self.device)  # policy loss, value loss, approx_kl, clip_frac, count
-        epochs_run = 0
-        for _ in range(cfg.update_epochs):
-            epoch_kl = torch.zeros((), device=self.device)
-            order = torch.randperm(batch, generator=self.generator, device=self.device)
-            minibatches = order.tensor_split(cfg.num_minibatches)
-            for idx in minibatches:
-                mb_obs, mb_old_values, mb_returns = obs[idx], old_values[idx], returns[idx]
-                dist = self.model.distribution(mb_obs)
-                log_ratio = dist.log_prob(unit_actions[idx]) - old_log_probs[idx]
-                ratio = log_ratio.exp()
-                adv = advantages[idx]
-                if cfg.normalize_advantages:
-                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                policy_loss = torch.max(
-                    -adv * ratio, -adv * ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
-                ).mean()
-
-                new_values = self.model.value(mb_obs)
-                value_error = (new_values - mb_returns).square()
-                if cfg.clip_value:
-                    clipped = mb_old_values + (new_values - mb_old_values).clamp(
-                        -cfg.value_clip_coef, cfg.value_clip_coef
-                    )
-                    value_error = torch.max(value_error, (clipped - mb_returns).square())
-                value_loss = 0.5 * value_error.mean()
-
-                loss = policy_loss + cfg.value_coef * value_loss
-                if cfg.entropy_coef > 0.0:  # the Beta entropy's digammas are costly: skip them when unused
-                    loss = loss - cfg.entropy_coef * dist.entropy().mean()
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-                self.optimizer.step()
-
-                with torch.no_grad():
-                    approx_kl = ((ratio - 1.0) - log_ratio).mean()
-                    clip_frac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
-                    epoch_kl += approx_kl / len(minibatches)
-                    sums += torch.stack(
-                        (policy_loss.detach(), value_loss.detach(), approx_kl, clip_frac, sums.new_ones(()))
-                    )
-            epochs_run += 1
-            if self.epoch_hook is not None:  # learner fusion: average with the other learners
-                epoch_kl = self.epoch_hook(epoch_kl)
-            if cfg.target_kl is not None and float(epoch_kl) > cfg.target_kl:
-                break
-
-        with torch.no_grad():
-            count = sums[4]
-            explained_variance = 1.0 - (returns - old_values).var() / returns.var().clamp_min(1e-8)
-            entropy = self.model.distribution(obs[: len(minibatches[0])]).entropy().mean()
-        return {
-            "policy_loss": sums[0] / count,
-            "value_loss": sums[1] / count,
-            "entropy": entropy,
-            "approx_kl": sums[2] / count,
-            "clip_fraction": sums[3] / count,
-            "explained_variance": explained_variance,
-            "learning_rate": torch.tensor(lr),
-            "epochs_run": torch.tensor(float(epochs_run)),
-        }
+        _check_round_size(rollout.obs.shape[0] * rollout.obs.shape[1], cfg.num_minibatches)
+        return ppo_update(
+            self.model, self.optimizer, rollout, cfg, lr, self.generator, self.device, self.epoch_hook
+        )
 
     def train_round(self, env: TensorVectorEnv) -> RoundStats:
         """Collect ``rollout_steps x env.num_envs`` transitions from ``env``, then learn from them.

@@ -6,8 +6,11 @@ figures measure the machinery (orchestration, actors, fusion), not finpod's env.
     PYTHONPATH=$PWD:$PWD/engine python scripts/bench_scale.py backends   # local vs Ray tournament
     PYTHONPATH=$PWD:$PWD/engine python scripts/bench_scale.py schedule   # pod rounds scheduled per second
     PYTHONPATH=$PWD:$PWD/engine python scripts/bench_scale.py fusion     # samples/s, time-to-score, K=1,2
+    PYTHONPATH=$PWD:$PWD/engine python scripts/bench_scale.py learner    # one plain learner (K = 1)
 
 Each prints one JSON line per measurement. Ray runs start a private Ray on 127.0.0.1 (no dashboard).
+``learner`` needs only ``podracer.ppo`` and ``podracer.toy``, so it also runs against an engine from
+before learner fusion existed (``PYTHONPATH=<old checkout>/engine``): K = 1 before and after fusion.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from typing import Any
 
 import torch
 
+import podracer
 from podracer import Policy, Tournament, TournamentConfig
 from podracer.api import RoundStats, TensorVectorEnv
 from podracer.backends import Backend, LocalBackend
-from podracer.fusion import FusedAgent
 from podracer.pod import pod_policy
 from podracer.ppo import PPOAgent, PPOConfig
 from podracer.toy import TargetMatchingEnv
@@ -175,8 +178,24 @@ def bench_schedule(rounds: int = 300, pool: int = 2) -> None:
         backend.shutdown()
 
 
+def bench_learner(rounds: int = 30, warmup_rounds: int = 2) -> None:
+    """One plain PPO learner (what ``learners = 1`` builds): samples/s of whole training rounds."""
+    torch.set_num_threads(1)
+    agent, env = make_agent(PPO, 7), make_env(7)
+    for _ in range(warmup_rounds):
+        agent.train_round(env)
+    start = time.perf_counter()
+    samples = sum(agent.train_round(env).env_steps for _ in range(rounds))
+    wall = time.perf_counter() - start
+    engine = str(Path(podracer.__file__).resolve().parents[1])
+    figures = {"rounds": rounds, "samples_per_s": round(samples / wall)}
+    print(json.dumps({"bench": "learner", "engine": engine, **figures}))
+
+
 def bench_fusion(max_rounds: int = 50) -> None:
     """One pod with K learners: samples/s (all learners' transitions) and time to TARGET_SCORE."""
+    from podracer.fusion import FusedAgent
+
     torch.set_num_threads(1)
     validation = Validation()
     for learners, moments in ((1, True), (2, True), (2, False)):
@@ -215,7 +234,12 @@ def bench_fusion(max_rounds: int = 50) -> None:
 
 
 if __name__ == "__main__":
-    benches = {"backends": bench_backends, "schedule": bench_schedule, "fusion": bench_fusion}
+    benches = {
+        "backends": bench_backends,
+        "schedule": bench_schedule,
+        "fusion": bench_fusion,
+        "learner": bench_learner,
+    }
     names = sys.argv[1:] or list(benches)
     for name in names:
         benches[name]()

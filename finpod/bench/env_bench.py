@@ -6,10 +6,17 @@ open, one-session horizon). The batched env runs ``N x K`` env steps after an un
 compilation, when asked); the numpy env, one portfolio with Python loops over the stocks, runs
 fewer steps. Random actions come from a small pool drawn before timing, so the timings are the
 env's, not a random-number generator's.
+
+Three modes on a GPU: eager steps, ``torch.compile``-d steps, and (the default there) replays of a
+CUDA graph of :data:`GRAPH_STEPS` steps (:class:`~finpod.env.GraphedRollout`). Memory-bandwidth use:
+the bytes an env step must move (:func:`min_bytes_per_env_step`) times the steps per second, as a
+share of the device's measured copy bandwidth (:func:`copy_bandwidth`, a large device-to-device copy:
+the practical peak, as the PPO bench measures its matmul peak).
 """
 
 from __future__ import annotations
 
+import math
 import resource
 import time
 from dataclasses import asdict, dataclass
@@ -33,6 +40,9 @@ ACTION_POOL_SIZE = 8
 GRAPH_STEPS = 32
 """Env steps captured in one CUDA graph on a GPU."""
 KIB = 1024
+MIB = 2**20
+COPY_REPEATS = 5
+"""Timed copies of the bandwidth measurement (the best counts)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +55,7 @@ class EnvBenchResult:
         steps: timed steps ``K`` of the batched env (``N x K`` env steps).
         torch_threads: ``torch.get_num_threads()`` during the run (CPU).
         compiled: whether the step ran through ``torch.compile``.
-        cuda_graph: whether the steps ran as replays of a CUDA graph.
+        cuda_graph: whether the steps ran as replays of a CUDA graph (``GRAPH_STEPS`` steps each).
         env_steps_per_second: ``N x K`` / timed wall seconds.
         seconds: timed wall seconds of the batched env.
         warmup_seconds: untimed warm-up (compilation included).
@@ -59,6 +69,9 @@ class EnvBenchResult:
             :func:`min_bytes_per_env_step`).
         achieved_bytes_per_second: ``env_steps_per_second x min_bytes_per_env_step``, to compare
             with the device's memory bandwidth.
+        copy_bytes_per_second: the device's measured copy bandwidth (bytes read plus written per
+            second, :func:`copy_bandwidth`).
+        bandwidth_share: ``achieved_bytes_per_second / copy_bytes_per_second``.
     """
 
     device: str
@@ -80,6 +93,8 @@ class EnvBenchResult:
     speedup: float
     min_bytes_per_env_step: int
     achieved_bytes_per_second: float
+    copy_bytes_per_second: float
+    bandwidth_share: float
 
     def to_json_dict(self) -> dict[str, object]:
         """The result as plain JSON values."""
@@ -132,6 +147,25 @@ def min_bytes_per_env_step(num_assets: int, obs_dim: int, action_dim: int, every
     return 4 * float32s + 8 * 2 * num_assets
 
 
+def copy_bandwidth(device: torch.device, size_bytes: int, repeats: int = COPY_REPEATS) -> float:
+    """The device's memory bandwidth as a large copy reaches it: bytes read plus written per second.
+
+    Copies a ``size_bytes`` buffer into another on ``device`` once untimed, then ``repeats`` times,
+    and counts ``2 x size_bytes`` per copy over the fastest one (a CPU copy runs on torch's threads).
+    """
+    source = torch.ones(size_bytes // 4 or 1, dtype=torch.float32, device=device)
+    target = torch.empty_like(source)
+    target.copy_(source)
+    _synchronize(device)
+    best = math.inf
+    for _ in range(repeats):
+        began = time.perf_counter()
+        target.copy_(source)
+        _synchronize(device)
+        best = min(best, time.perf_counter() - began)
+    return 2 * source.element_size() * source.numel() / best
+
+
 def resolve_device(name: str) -> torch.device:
     """``cpu`` or ``cuda`` (``cuda:K``) as a device; a one-line error when it cannot be used here."""
     try:
@@ -157,14 +191,14 @@ def _synchronize(device: torch.device) -> None:
 
 
 def _time_torch_env(
-    env: TradingEnv, steps: int, warmup_steps: int, seed: int
-) -> tuple[float, float, bool, int]:
-    """Timed seconds, warm-up seconds, whether a CUDA graph ran the steps, and the steps timed."""
+    env: TradingEnv, steps: int, warmup_steps: int, seed: int, cuda_graph: bool
+) -> tuple[float, float, int]:
+    """Timed seconds, warm-up seconds and the steps timed (whole graphs with ``cuda_graph``)."""
     generator = torch.Generator(device=env.device).manual_seed(seed)
     shape = (ACTION_POOL_SIZE, env.num_envs, env.action_dim)
     pool = torch.rand(shape, generator=generator, device=env.device)
     began = time.perf_counter()
-    if env.device.type == "cuda":
+    if cuda_graph:
         graph = GraphedRollout(env, min(GRAPH_STEPS, steps))
         graph.actions.copy_(pool[torch.arange(graph.actions.shape[0], device=env.device) % ACTION_POOL_SIZE])
         replays = -(-steps // graph.actions.shape[0])
@@ -175,14 +209,16 @@ def _time_torch_env(
         for _ in range(replays):
             graph.replay()
         _synchronize(env.device)
-        return time.perf_counter() - began, warmup, True, replays * graph.actions.shape[0]
+        return time.perf_counter() - began, warmup, replays * graph.actions.shape[0]
     for k in range(warmup_steps):
         env.step(pool[k % ACTION_POOL_SIZE])
+    _synchronize(env.device)
     warmup = time.perf_counter() - began
     began = time.perf_counter()
     for k in range(steps):
         env.step(pool[k % ACTION_POOL_SIZE])
-    return time.perf_counter() - began, warmup, False, steps
+    _synchronize(env.device)
+    return time.perf_counter() - began, warmup, steps
 
 
 def _time_numpy_env(panel: Panel, config: EnvConfig, steps: int, seed: int) -> float:
@@ -206,6 +242,8 @@ def run_env_bench(
     device: torch.device,
     compile_step: bool,
     seed: int,
+    cuda_graph: bool | None = None,
+    bandwidth_mib: int = 256,
 ) -> EnvBenchResult:
     """Time the batched env and the classic numpy env on the same random panel.
 
@@ -220,18 +258,26 @@ def run_env_bench(
         device: ``cpu`` or a CUDA device.
         compile_step: run the batched step through ``torch.compile``.
         seed: seeds panel, starts and actions.
+        cuda_graph: time replays of a CUDA graph (``None``: on a CUDA device, not on the CPU).
+        bandwidth_mib: size of the buffer :func:`copy_bandwidth` copies, MiB.
 
     Raises:
-        SpecError: a count is < 1, or the panel is too short for an episode.
+        SpecError: a count is < 1, the panel is too short for an episode, or a CUDA graph is asked
+            for on the CPU.
     """
     _check_positive(envs=num_envs, assets=num_assets, features=num_features, sessions=num_sessions)
     _check_positive(steps=steps, warmup_steps=warmup_steps, numpy_steps=numpy_steps)
+    _check_positive(bandwidth_mib=bandwidth_mib)
+    if cuda_graph is None:
+        cuda_graph = device.type == "cuda"
+    if cuda_graph and device.type != "cuda":
+        raise SpecError("--cuda-graph needs --device cuda; drop it to time eager steps on the CPU")
     config = EnvConfig(horizon_bars=BARS_PER_SESSION)
     panel = random_walk_panel(num_sessions, num_assets, num_features, seed)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     env = TradingEnv(panel, "train", config, num_envs, seed, device=device, compile_step=compile_step)
-    seconds, warmup_seconds, graphed, timed_steps = _time_torch_env(env, steps, warmup_steps, seed)
+    seconds, warmup_seconds, timed_steps = _time_torch_env(env, steps, warmup_steps, seed, cuda_graph)
     numpy_seconds = _time_numpy_env(panel, config, numpy_steps, seed)
     if device.type == "cuda":
         peak = int(torch.cuda.max_memory_allocated(device))
@@ -239,8 +285,9 @@ def run_env_bench(
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KIB
     tensors = [env.market.bars, env.market.obs_template, *env.state]
     env_steps_per_second = num_envs * timed_steps / seconds
-    traffic = min_bytes_per_env_step(num_assets, env.obs_dim, env.action_dim, graphed)
+    traffic = min_bytes_per_env_step(num_assets, env.obs_dim, env.action_dim, cuda_graph)
     numpy_steps_per_second = numpy_steps / numpy_seconds
+    copy_bytes_per_second = copy_bandwidth(device, bandwidth_mib * MIB)
     return EnvBenchResult(
         device=str(device),
         num_envs=num_envs,
@@ -250,7 +297,7 @@ def run_env_bench(
         steps=timed_steps,
         torch_threads=torch.get_num_threads(),
         compiled=compile_step,
-        cuda_graph=graphed,
+        cuda_graph=cuda_graph,
         env_steps_per_second=env_steps_per_second,
         seconds=seconds,
         warmup_seconds=warmup_seconds,
@@ -261,4 +308,6 @@ def run_env_bench(
         speedup=env_steps_per_second / numpy_steps_per_second,
         min_bytes_per_env_step=traffic,
         achieved_bytes_per_second=env_steps_per_second * traffic,
+        copy_bytes_per_second=copy_bytes_per_second,
+        bandwidth_share=env_steps_per_second * traffic / copy_bytes_per_second,
     )

@@ -92,11 +92,19 @@ def env(
     warmup_steps: int = typer.Option(20, "--warmup-steps", help="Untimed batched steps first (CPU)."),
     numpy_steps: int = typer.Option(2000, "--numpy-steps", help="Timed steps of the classic numpy env."),
     compile_step: bool = typer.Option(False, "--compile", help="Run the step through torch.compile."),
+    cuda_graph: bool | None = typer.Option(
+        None,
+        "--cuda-graph/--no-cuda-graph",
+        help="Time replays of a CUDA graph (default: on with --device cuda), or plain steps.",
+    ),
+    bandwidth_mib: int = typer.Option(
+        256, "--bandwidth-mib", help="MiB copied to measure the device's memory bandwidth."
+    ),
     threads: int = typer.Option(0, "--threads", help="torch CPU threads (0: torch's default)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seeds panel, start bars and actions."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
-    """Batched env steps/s and peak memory, beside a classic one-env numpy implementation."""
+    """Batched env steps/s, memory traffic and peak memory, beside a classic one-env numpy implementation."""
     _set_torch_threads(threads)
     r = env_bench.run_env_bench(
         num_envs=envs,
@@ -109,13 +117,17 @@ def env(
         device=env_bench.resolve_device(device),
         compile_step=compile_step,
         seed=seed,
+        cuda_graph=cuda_graph,
+        bandwidth_mib=bandwidth_mib,
     )
     if as_json:
         typer.echo(json.dumps(r.to_json_dict()))
         return
-    mode = "CUDA graph" if r.cuda_graph else ("torch.compile" if r.compiled else "eager")
+    mode = " + ".join(
+        name for name, on in (("torch.compile", r.compiled), ("CUDA graph", r.cuda_graph)) if on
+    )
     typer.echo(
-        f"TradingEnv ({r.device}, {mode}, {r.torch_threads} threads): N={r.num_envs} envs, "
+        f"TradingEnv ({r.device}, {mode or 'eager'}, {r.torch_threads} threads): N={r.num_envs} envs, "
         f"M={r.num_assets} assets, F={r.num_features} features, obs {r.obs_dim}"
     )
     typer.echo(
@@ -133,7 +145,8 @@ def env(
     )
     typer.echo(
         f"memory traffic (model, {r.min_bytes_per_env_step:,} B per env step): "
-        f"{r.achieved_bytes_per_second / 1e9:.1f} GB/s"
+        f"{r.achieved_bytes_per_second / 1e9:.1f} GB/s = {r.bandwidth_share:.1%} of the measured copy "
+        f"bandwidth {r.copy_bytes_per_second / 1e9:.1f} GB/s"
     )
 
 

@@ -5,7 +5,8 @@ exactly what ``ray start`` starts, but bound to loopback (``ray start --address`
 127.0.0.1 to a public address). ``tests/conftest.py`` imports the fixture :func:`ray_cluster` from
 here (after :mod:`engine._ray_env` has set the Ray environment): a test module that uses it gets its
 own cluster, started when its first Ray test runs and stopped after its module, so no Ray process
-idles through the rest of the suite.
+idles through the rest of the suite. Stopping it checks that every Ray process it started (GCS,
+raylets, workers, agents) has ended, and fails the module's teardown naming any that has not.
 """
 
 from __future__ import annotations
@@ -17,11 +18,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from engine import _ray_env  # noqa: F401  (before Ray is imported)
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
+RAY_PROCESS_MARKERS = ("gcs_server", "raylet", "ray::", "default_worker.py", "ray/dashboard", "ray/_private")
+"""Command-line fragments of the processes a Ray node runs."""
+EXIT_TIMEOUT_S = 15.0
+"""How long the Ray processes get to end after the cluster's shutdown, seconds."""
 FAST_FAILURE_DETECTION = {"health_check_period_ms": 500, "health_check_failure_threshold": 4}
 """A dead node is noticed in about 2 s (Ray's default is about 15 s)."""
 
@@ -70,12 +76,40 @@ def local_cluster(worker_nodes: int) -> Iterator[LocalCluster]:
             nodes.add_node()
         yield nodes
     finally:
+        started = ray_processes()
         if cluster is not None:
             cluster.shutdown()
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
+    assert_ended(started)
+
+
+def ray_processes() -> list[psutil.Process]:
+    """This process's descendants that are Ray's (workers included, while their raylet lives)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            command = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        if any(marker in command for marker in RAY_PROCESS_MARKERS):
+            found.append(child)
+    return found
+
+
+def assert_ended(processes: list[psutil.Process], timeout_s: float = EXIT_TIMEOUT_S) -> None:
+    """Fail naming any of ``processes`` still running after ``timeout_s`` (zombies count as ended)."""
+    _, alive = psutil.wait_procs(processes, timeout=timeout_s)
+    left = []
+    for process in alive:
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE:
+                left.append(f"{process.pid} {' '.join(process.cmdline())[:80]}")
+        except psutil.Error:
+            continue
+    assert not left, f"Ray processes left running after the cluster stopped: {left}"
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ import pytest
 import ray
 import torch
 
-from engine._ray_cluster import LocalCluster, wait_for
+from engine._ray_cluster import LocalCluster, assert_ended, ray_processes, wait_for
 from engine._tournament_kit import (
     ROUND_ENV_STEPS,
     TINY_PPO,
@@ -164,3 +166,18 @@ def test_bad_settings_are_refused_with_the_fix() -> None:
         RayBackend(cpus_per_pod=0)
     with pytest.raises(TournamentError, match="max_slots is 0"):
         RayBackend(max_slots=0)
+
+
+def test_the_cluster_teardown_names_a_ray_process_left_running() -> None:
+    """The check each Ray test module's teardown runs can fail: a live 'raylet' is named, an ended one not."""
+    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "raylet"])
+    try:
+        mine = [process for process in ray_processes() if process.pid == left.pid]
+        assert len(mine) == 1
+        with pytest.raises(AssertionError, match=f"left running after the cluster stopped: .*{left.pid}"):
+            assert_ended(mine, timeout_s=0.2)
+        left.kill()
+        assert_ended(mine, timeout_s=10)
+    finally:
+        left.kill()
+        left.wait()

@@ -10,6 +10,8 @@ import torch
 
 from clirun import run_cli
 from env.panels import random_panel
+from finpod.bench import env_bench
+from finpod.bench.env_bench import copy_bandwidth, min_bytes_per_env_step
 from finpod.bench.numpy_env import ClassicNumpyEnv
 from finpod.env import EnvConfig, TradingEnv
 from finpod.errors import SpecError
@@ -53,7 +55,9 @@ def test_numpy_comparison_env_refuses_other_modes(config: EnvConfig) -> None:
 
 def test_bench_env_cli_reports_throughput_memory_and_speedup() -> None:
     args = ["--envs", "16", "--assets", "4", "--features", "2", "--sessions", "1", "--steps", "10"]
-    result = run_cli("bench", "env", *args, "--numpy-steps", "10", "--warmup-steps", "2", "--json")
+    result = run_cli(
+        "bench", "env", *args, "--numpy-steps", "10", "--warmup-steps", "2", "--bandwidth-mib", "4", "--json"
+    )
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
     assert (report["num_envs"], report["num_assets"], report["num_features"]) == (16, 4, 2)
@@ -70,6 +74,11 @@ def test_bench_env_cli_reports_throughput_memory_and_speedup() -> None:
     assert report["achieved_bytes_per_second"] == pytest.approx(
         report["env_steps_per_second"] * report["min_bytes_per_env_step"]
     )
+    assert report["cuda_graph"] is False  # the CPU times plain steps
+    assert report["copy_bytes_per_second"] > 0
+    assert report["bandwidth_share"] == pytest.approx(
+        report["achieved_bytes_per_second"] / report["copy_bytes_per_second"]
+    )
     threads = torch.get_num_threads()
     try:
         text = run_cli("bench", "env", *args, "--numpy-steps", "10", "--threads", "1")
@@ -78,6 +87,40 @@ def test_bench_env_cli_reports_throughput_memory_and_speedup() -> None:
     assert text.exit_code == 0, text.stderr
     assert "env steps/s" in text.stdout
     assert "speed-up" in text.stdout
+    assert "of the measured copy bandwidth" in text.stdout
+
+
+@pytest.mark.parametrize("every_step_resets", [False, True])
+def test_the_bytes_per_step_model_follows_the_env_tensors(every_step_resets: bool) -> None:
+    """Each term of min_bytes_per_env_step is a row of a tensor the step really reads or writes."""
+    panel = random_panel(num_bars=40, num_assets=6, num_features=3, seed=0)
+    env = TradingEnv(panel, "train", EnvConfig(horizon_bars=10), num_envs=2, seed=0)
+    obs, _ = env.reset(seed=0)
+    actions = torch.full((env.num_envs, env.action_dim), 1.0 / env.action_dim)
+    new_obs, _, _, _, info = env.step(actions)
+    row = env.market.bars[0]  # the fill bar: fill price, close, buy and sell caps of every asset
+    reads = actions[0].nbytes + row.nbytes + env.state.shares[0].nbytes + env.market.obs_template[0].nbytes
+    writes = env.state.shares[0].nbytes + new_obs[0].nbytes
+    if every_step_resets:  # a second template row for the reset env, and final_obs apart from obs
+        reads += env.market.obs_template[0].nbytes
+        writes += info["final_obs"][0].nbytes
+    assert obs.dtype == torch.float32
+    assert env.market.obs_template.shape[1] == env.obs_dim
+    model = min_bytes_per_env_step(panel.num_assets, env.obs_dim, env.action_dim, every_step_resets)
+    assert model == reads + writes
+
+
+def test_the_copy_bandwidth_counts_bytes_read_and_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter([0.0, 0.5, 1.0, 1.25, 2.0, 3.0])  # copies of 0.5, 0.25 and 1.0 s: the best counts
+    monkeypatch.setattr(env_bench.time, "perf_counter", lambda: next(clock))
+    assert copy_bandwidth(torch.device("cpu"), 4 * 2**20, repeats=3) == pytest.approx(2 * 4 * 2**20 / 0.25)
+
+
+def test_a_cuda_graph_on_the_cpu_is_one_line() -> None:
+    result = run_cli("bench", "env", "--sessions", "1", "--numpy-steps", "1", "--cuda-graph")
+    assert result.exit_code == 2
+    assert "--cuda-graph needs --device cuda" in result.stderr
+    assert result.stderr.count("\n") == 1
 
 
 @pytest.mark.parametrize(

@@ -20,10 +20,10 @@ import json
 from pathlib import Path
 
 import pandas as pd
-from rich.console import Console
 
 from finpod.catalog import compare as compare_runs
 from finpod.catalog import runs
+from finpod.consoles import text_console
 from finpod.data.store import Manifest, read_dataset
 from finpod.errors import SpecError
 from finpod.interop import make_env
@@ -78,12 +78,13 @@ def run(
         resume: continue the newest unfinished run of this exact spec under ``out``.
         data_root: where a synthetic spec's generated dataset is cached (default: ``./data``, or
             ``$FINPOD_HOME/data``).
-        quiet: print nothing (no progress bar, no summary table).
+        quiet: print nothing (no progress bar, no summary table). Printed text goes to stdout,
+            plain and never cut to a width when stdout is not a terminal (a log, a notebook).
         report: False skips the plots and ``report.html`` (``metrics.json`` and the CSVs are still
             written); ``finpod report RUN_DIR`` renders them later.
     """
     resolved = spec if isinstance(spec, Spec) else Spec.from_toml(spec)
-    console = Console(quiet=quiet)
+    console = text_console(quiet=quiet)
     return _run_pipeline(
         resolved,
         out=None if out is None else Path(out),

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from finpod.cli.output import err_console
+from finpod.cli.output import err_console, out_console
 from finpod.data.alpaca_source import (
     ALPACA_DATA_URL,
     DEFAULT_RETRY,
@@ -31,7 +30,6 @@ from finpod.net import DEFAULT_TIMEOUTS
 app = typer.Typer(no_args_is_help=True)
 Frequency = Literal["1min", "1d"]
 """Bar sizes finpod supports (a choice on every ``--freq``)."""
-_console = Console(highlight=False, soft_wrap=True)
 
 
 def _date(value: str, flag: str) -> dt.date:
@@ -77,16 +75,16 @@ def parse_column_map(text: str) -> dict[str, str]:
 
 
 def _print_manifest(manifest: Manifest, out: Path) -> None:
-    _console.print(
+    out_console().print(
         f"wrote [bold]{out}[/]: {manifest.rows:,} {manifest.frequency} bars, "
         f"{len(manifest.symbols)} symbols, {manifest.first_bar} .. {manifest.last_bar}, "
         f"adjustment {manifest.adjustment}"
     )
     if manifest.repairs:
         repairs = ", ".join(f"{name} {count:,}" for name, count in manifest.repairs.items())
-        _console.print(f"repairs: {repairs}")
+        out_console().print(f"repairs: {repairs}")
     for note in manifest.notes:
-        _console.print(f"note: {note}")
+        out_console().print(f"note: {note}")
 
 
 @app.command("synth")
@@ -240,7 +238,7 @@ def fetch(
         cache_dir=cache_dir,
         splits_table=None if adjust is None else _splits_table(adjust),
     )
-    _console.print(
+    out_console().print(
         f"chunks: {report.chunks_fetched} fetched, {report.chunks_cached} from cache ({cache_dir})"
     )
     _print_manifest(report.manifest, out)
@@ -283,4 +281,4 @@ def info(
     if as_json:
         typer.echo(json.dumps(summary.to_json_dict()))
         return
-    _console.print(_info_table(summary))
+    out_console().print(_info_table(summary))

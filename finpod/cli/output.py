@@ -15,14 +15,13 @@ from typing import Any
 
 from rich.console import Console
 
+from finpod.consoles import text_console
+
 QUIET = -1
 NORMAL = 0
 VERBOSE = 1
 level: int = NORMAL
 """The CLI's verbosity: QUIET (-q), NORMAL or VERBOSE (-v). Set once by the top-level callback."""
-
-UNLIMITED_COLUMNS = 10_000
-"""Console width when the stream is not a terminal: wide enough that no table is cut or wrapped."""
 
 
 def set_level(value: int) -> None:
@@ -58,12 +57,4 @@ def print_json(payload: Any) -> None:
 
 
 def _console(*, stderr: bool, quiet: bool) -> Console:
-    stream = sys.stderr if stderr else sys.stdout
-    terminal = stream.isatty()
-    return Console(
-        file=stream,
-        width=None if terminal else UNLIMITED_COLUMNS,
-        quiet=quiet,
-        highlight=False,
-        soft_wrap=not terminal,
-    )
+    return text_console(sys.stderr if stderr else sys.stdout, quiet=quiet)

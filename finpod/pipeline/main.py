@@ -28,6 +28,7 @@ from rich.console import Console
 import finpod
 from finpod.backtest.result import BacktestResult
 from finpod.backtest.runner import run_backtest, threads_for
+from finpod.consoles import text_console
 from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
@@ -143,7 +144,7 @@ def run(
     Raises:
         SpecError, DataError: a bad spec, option or dataset (one line each).
     """
-    console = console or Console()
+    console = console or text_console()
     device = torch.device(spec.resolve_device())
     root = reports_root(out)
     resumed = find_resumable(spec, root) if resume else None

@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from tiny import SYMBOLS, tiny_bars, tiny_spec, write_tiny_dataset
 
 import finpod
 
 
-def test_api_run_metrics_returns_and_reload(tmp_path: Path) -> None:
+def test_api_run_metrics_returns_and_reload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dataset = write_tiny_dataset(tmp_path / "data", tiny_bars(seed=11))
     bars, manifest = finpod.load_dataset(dataset)
     assert set(bars["symbol"]) == set(SYMBOLS)
@@ -19,7 +20,15 @@ def test_api_run_metrics_returns_and_reload(tmp_path: Path) -> None:
 
     spec = tiny_spec(dataset).with_(env={"fee_rate": 0.002})
     assert isinstance(spec, finpod.Spec)
-    result = finpod.run(spec, out=tmp_path / "reports", quiet=True)
+    result = finpod.run(spec, out=tmp_path / "reports")
+    # A script's stdout is not a terminal: the summary table is plain and never cut to 80 columns.
+    printed = capsys.readouterr().out
+    assert "ensemble_top2" in printed
+    assert "\x1b[" not in printed
+    assert "…" not in printed
+    table = [line for line in printed.splitlines() if "equal_weight" in line]
+    assert table
+    assert max(len(line) for line in table) > 80
 
     metrics = result.metrics
     assert isinstance(metrics, pd.DataFrame)

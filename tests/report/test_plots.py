@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -13,10 +14,14 @@ from finpod.report.leaderboard import parse_entries, parse_history
 from finpod.report.plots import (
     MIN_ROLLING_WINDOW_SESSIONS,
     ROLLING_SHARPE_WINDOW_SESSIONS,
+    drawdown_figure,
+    equity_figure,
     holdings_weights,
+    monthly_heatmap_figure,
     monthly_returns,
     primary_trader,
     render_plots,
+    rolling_sharpe_figure,
     rolling_sharpe_window,
 )
 from report.synthetic import make_backtest, sessions
@@ -99,3 +104,41 @@ def test_leaderboard_records_accept_the_engine_shapes() -> None:
         ]
     )
     assert [(entry.pod_id, entry.parent_id) for entry in entries] == [("7", "4"), ("4", None)]
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda backtest: equity_figure(backtest, log_scale=False),
+        lambda backtest: equity_figure(backtest, log_scale=True),
+        drawdown_figure,
+        rolling_sharpe_figure,
+    ],
+    ids=["equity", "equity_log", "drawdown", "rolling_sharpe"],
+)
+def test_legend_is_below_the_curves_and_the_ensemble_is_drawn_above_best(draw: Any) -> None:
+    figure = draw(make_backtest(num_sessions=150))
+    figure.canvas.draw()
+    (axes,) = figure.axes
+    legend = axes.get_legend()
+    assert legend is not None
+    # the whole legend lies under the plotting area: it covers no curve
+    assert legend.get_window_extent().y1 <= axes.get_window_extent().y0
+    lines = {line.get_label(): line for line in axes.get_lines()}
+    assert {"best", "ensemble_top3", "equal_weight", "market"} <= set(lines)  # cash: no rolling Sharpe
+    assert lines["ensemble_top3"].get_zorder() > lines["best"].get_zorder()
+    baselines = [lines[name].get_zorder() for name in ("equal_weight", "market", "cash") if name in lines]
+    assert max(baselines) < lines["best"].get_zorder()
+    assert lines["ensemble_top3"].get_linestyle() != lines["best"].get_linestyle()
+
+
+def test_monthly_heatmap_marks_and_explains_months_outside_the_segment() -> None:
+    best = make_backtest(num_sessions=40).traders["best"]  # 2020-05-26 .. mid July: 3 of 12 months
+    figure = monthly_heatmap_figure(best)
+    (axes, _colour_bar) = figure.axes
+    months = pd.DatetimeIndex(best.returns.index).month.unique()
+    cells = [text.get_text() for text in axes.texts]
+    assert cells.count("–") == 12 - len(months)
+    assert len(cells) == 12
+    assert "no session of this segment in that month" in axes.get_xlabel()
+    assert "2020-05-26" in axes.get_title()

@@ -54,6 +54,17 @@ def test_synth_then_info_json(tmp_path: Path) -> None:
     assert info["first_bar"] == "2016-01-04T14:30:00+00:00"
 
 
+def test_synth_positional_out_still_works_with_a_note_and_not_twice(tmp_path: Path) -> None:
+    out = tmp_path / "syn"
+    made = run_cli("data", "synth", str(out), "--symbols", "2", "--days", "3", "--freq", "1d")
+    assert made.exit_code == 0, made.stderr
+    assert (out / "manifest.json").is_file()
+    assert f"deprecated; use `finpod data synth --out {out}`" in made.stderr
+    assert "deprecated" not in made.stdout
+    twice = run_cli("data", "synth", str(tmp_path / "a"), "--out", str(tmp_path / "b"), "--symbols", "2")
+    _one_line_error(twice, "given twice", "pass --out only")
+
+
 def test_info_table_shows_every_field(tmp_path: Path) -> None:
     out = tmp_path / "syn"
     run_cli(

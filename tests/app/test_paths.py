@@ -9,7 +9,7 @@ import pytest
 
 from clirun import run_cli
 from finpod.errors import SpecError
-from finpod.paths import default_data_root, example_specs
+from finpod.paths import default_data_root, default_reports_root, example_specs
 from finpod.spec import Spec
 from repo import STRATEGIES
 
@@ -35,14 +35,16 @@ def test_relative_data_path_resolves_against_the_spec_files_folder(
     assert str((tmp_path / "data" / "bars").resolve()) in str(missing.value)
 
 
-def test_default_data_root_follows_cwd_and_finpod_home(
+def test_default_data_and_reports_roots_follow_cwd_and_finpod_home(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("FINPOD_HOME", raising=False)
     monkeypatch.chdir(tmp_path)
     assert default_data_root() == tmp_path.resolve() / "data"
+    assert default_reports_root() == tmp_path.resolve() / "reports"
     monkeypatch.setenv("FINPOD_HOME", str(tmp_path / "home"))
     assert default_data_root() == (tmp_path / "home" / "data").resolve()
+    assert default_reports_root() == (tmp_path / "home" / "reports").resolve()
 
 
 def test_example_specs_ship_in_the_package_and_match_the_checkout() -> None:

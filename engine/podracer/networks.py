@@ -93,9 +93,12 @@ class FrozenMLP:
     """An inference copy of an MLP built by :func:`mlp`, for batch-1 evaluation loops.
 
     Holds each linear layer's weight transposed and contiguous (``(in, out)``): a one-row product
-    with it is a plain row-times-matrix (``addmm``), about twice as fast on a CPU as ``nn.Linear``'s
-    product with the transposed view, and equal to it to float32 rounding (not bit for bit). A
-    snapshot: later changes of the network do not reach it.
+    with it is a plain row-times-matrix, about twice as fast on a CPU as ``nn.Linear``'s product with
+    the transposed view, and equal to it to float32 rounding (not bit for bit). The product is a
+    ``baddbmm`` over a batch of one matrix, the kernel that :class:`podracer.frozen.StackedActors`
+    runs over ``G`` stacked matrices, so one network alone and the same network in a stack give the
+    same bits (``addmm`` and ``baddbmm`` do not, for some shapes); it costs no more than ``addmm``.
+    A snapshot: later changes of the network do not reach it.
 
     Args:
         network: an ``nn.Sequential`` of ``nn.Linear`` layers with an activation between them.
@@ -112,15 +115,27 @@ class FrozenMLP:
         self._activations = [fn for fn in activations if fn is not None]
         with torch.no_grad():
             self._layers = [(x.weight.detach().t().contiguous(), x.bias.detach().clone()) for x in linears]
+        self._batched = [(weight_t.unsqueeze(0), bias.view(1, 1, -1)) for weight_t, bias in self._layers]
+
+    @property
+    def layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Each linear layer's ``(weight (in, out), bias (out,))``, input layer first."""
+        return self._layers
+
+    @property
+    def activations(self) -> list[Callable[[torch.Tensor], torch.Tensor]]:
+        """The in-place activation after each hidden layer (one fewer than :attr:`layers`)."""
+        return self._activations
 
     def __call__(self, rows: torch.Tensor) -> torch.Tensor:
         """The network's output ``(B, out)`` for inputs ``(B, in)`` (no gradient)."""
-        last = len(self._layers) - 1
-        for index, (weight_t, bias) in enumerate(self._layers):
-            rows = torch.addmm(bias, rows, weight_t)
+        last = len(self._batched) - 1
+        batch = rows.unsqueeze(0)
+        for index, (weight_t, bias) in enumerate(self._batched):
+            batch = torch.baddbmm(bias, batch, weight_t)
             if index < last:
-                rows = self._activations[index](rows)  # in place on the fresh product
-        return rows
+                batch = self._activations[index](batch)  # in place on the fresh product
+        return batch.squeeze(0)
 
 
 class ActorCritic(nn.Module):

@@ -23,8 +23,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from finpod.backtest.ensemble import ensemble_policy
 from finpod.errors import SpecError
-from finpod.pipeline.main import ensemble_policy
 from finpod.pipeline.rundir import RunDir
 from finpod.pipeline.training import deterministic_policy
 from podracer import Leaderboard

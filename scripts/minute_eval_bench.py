@@ -30,10 +30,10 @@ import torch
 
 import finpod
 from finpod.backtest import runner
+from finpod.backtest.ensemble import ensemble_policy
 from finpod.data.panel_builder import build_panel
 from finpod.data.synth import synth_market
 from finpod.env.trading_env import TradingEnv
-from finpod.pipeline.main import ensemble_policy
 from finpod.pipeline.training import agent_factory, deterministic_policy, env_config, validation_score
 from finpod.spec import Spec, ppo_config_from
 

@@ -54,6 +54,9 @@ class BacktestResult:
         benchmark_name: name of the result used as the market for alpha/beta (``"market"`` when the
             dataset has a market ETF, else ``"equal_weight"``).
         initial_cash_usd: starting capital of every trader and baseline.
+        notes: caveats the report shows.
+        steps_by_threads: env steps of the traders' pass at each torch thread count (run.json
+            records it; the numbers do not depend on it).
     """
 
     segment: str
@@ -63,3 +66,4 @@ class BacktestResult:
     benchmark_name: str
     initial_cash_usd: float
     notes: list[str] = field(default_factory=list)
+    steps_by_threads: dict[int, int] = field(default_factory=dict)

@@ -7,6 +7,7 @@ observes bar t at its close and fills at bar t+1, so a segment of ``n`` bars tak
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
 import pandas as pd
@@ -16,6 +17,8 @@ from finpod.backtest.baselines import cash_ledger, equal_weight_ledger, market_l
 from finpod.backtest.pyfolio_format import Ledger, ledger_to_result
 from finpod.backtest.recorder import LedgerRecorder, backtest_config
 from finpod.backtest.result import BacktestResult, TraderResult
+from finpod.backtest.thread_tuner import ThreadTuner
+from finpod.backtest.trader_batch import TraderBatch
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
@@ -65,15 +68,23 @@ def run_policy(panel: Panel, segment: str, config: EnvConfig, policy: Policy, de
 
 
 def run_policies(
-    panel: Panel, segment: str, config: EnvConfig, policies: Sequence[Policy], device: torch.device
+    panel: Panel,
+    segment: str,
+    config: EnvConfig,
+    policies: Sequence[Policy],
+    device: torch.device,
+    threads_used: Counter[int] | None = None,
 ) -> list[Ledger]:
     """Trade every policy over segment ``segment`` in ONE env pass with ``N = len(policies)`` envs.
 
     Env ``i`` is driven by ``policies[i]`` (its public act function, on row ``i`` of the
-    observation batch), so the per-bar cost of the env is paid once for all policies. The envs
+    observation batch), so the per-bar cost of the env is paid once for all policies; frozen
+    flat-MLP policies and ensembles of them run as one stacked pass (:class:`TraderBatch`). The envs
     share nothing but the market: each ledger equals the one a pass of that policy alone gives.
     Small batches run with one torch thread (:func:`threads_for`), so results do not depend on the
-    machine's thread count. The loop runs in ``torch.inference_mode`` (no autograd bookkeeping).
+    machine's thread count; a stacked pass of several networks, whose numbers are the same at any
+    count, runs at 1 or the process's count, whichever the loop measures faster
+    (:class:`~finpod.backtest.thread_tuner.ThreadTuner`). The loop runs in ``torch.inference_mode``.
 
     Args:
         panel: the market (any device).
@@ -81,25 +92,39 @@ def run_policies(
         config: env settings (costs, limits, action mode); start and horizon are overridden.
         policies: deterministic observations ``(1, D)`` -> actions ``(1, A)``, one per env.
         device: where the env and policies run.
+        threads_used: if given, the steps run at each torch thread count are added to it.
 
     Returns:
         One ledger per policy, in order; row 0 (the first bar) is all cash.
     """
     count = len(policies)
-    with torch_threads(threads_for(count)), torch.inference_mode():
-        env = TradingEnv(
-            panel, segment, backtest_config(config, panel, segment), count, BACKTEST_SEED, device
-        )
-        recorder = LedgerRecorder(panel, segment, config, device, num_envs=count)
-        obs, _ = env.reset(seed=BACKTEST_SEED)
-        for _ in range(1, recorder.num_bars):
-            if count == 1:
-                actions = policies[0](obs)
-            else:
-                actions = torch.cat([policy(obs[i : i + 1]) for i, policy in enumerate(policies)])
-            obs, _, _, _, info = env.step(actions)
-            recorder.record(info)
-        return recorder.ledgers()
+    traders = TraderBatch(policies)
+    tuner = ThreadTuner(thread_candidates(traders, count))
+    try:
+        with torch.inference_mode():
+            env = TradingEnv(
+                panel, segment, backtest_config(config, panel, segment), count, BACKTEST_SEED, device
+            )
+            recorder = LedgerRecorder(panel, segment, config, device, num_envs=count)
+            obs, _ = env.reset(seed=BACKTEST_SEED)
+            for _ in range(1, recorder.num_bars):
+                tuner.tick()
+                obs, _, _, _, info = env.step(traders(obs))
+                recorder.record(info)
+            ledgers = recorder.ledgers()
+    finally:
+        tuner.close()
+    if threads_used is not None:
+        threads_used.update(tuner.steps_at)
+    return ledgers
+
+
+def thread_candidates(traders: TraderBatch, rows: int) -> tuple[int, ...]:
+    """The torch thread counts a pass may use: the process's count as well as 1 only for a stacked
+    pass of two or more networks (its numbers are the same at any count), else :func:`threads_for`."""
+    if traders.stacked is not None and traders.stacked.count >= 2:
+        return (1, torch.get_num_threads())
+    return (threads_for(rows),)
 
 
 def run_backtest(
@@ -126,7 +151,9 @@ def run_backtest(
     """
     cash_usd = config.initial_cash_usd
     results: dict[str, TraderResult] = {}
-    ledgers = run_policies(panel, segment, config, list(policies.values()), device) if policies else []
+    threads_used: Counter[int] = Counter()
+    traders = list(policies.values())
+    ledgers = run_policies(panel, segment, config, traders, device, threads_used) if policies else []
     for name, ledger in zip(policies, ledgers, strict=True):
         results[name] = ledger_to_result(name, "trader", panel, ledger, cash_usd)
     baselines: dict[str, Ledger | None] = {
@@ -149,4 +176,5 @@ def run_backtest(
         benchmark_name="market" if "market" in results else "equal_weight",
         initial_cash_usd=cash_usd,
         notes=notes,
+        steps_by_threads=dict(sorted(threads_used.items())),
     )

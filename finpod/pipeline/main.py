@@ -26,6 +26,10 @@ import torch
 from rich.console import Console
 
 import finpod
+from finpod.backtest.ensemble import ensemble_policy
+from finpod.backtest.ensemble import (
+    target_weights as target_weights,  # re-exported: finpod.paper reads it here
+)
 from finpod.backtest.result import BacktestResult
 from finpod.backtest.runner import run_backtest, threads_for
 from finpod.consoles import text_console
@@ -60,7 +64,6 @@ from finpod.pipeline.training import (
 from finpod.report import metrics_table, write_report
 from finpod.spec import Spec, TournamentSpec
 from podracer import Leaderboard, Policy, Tournament, TournamentConfig
-from podracer.api import Agent
 from podracer.fusion import fused_agent_factory
 from podracer.orchestrator import STATE_NAME
 
@@ -190,6 +193,7 @@ def run(
         del panel
         full = backtest_panel(spec, bars, symbols, str(device))
         backtest = run_backtest(full, "backtest", env_config(spec, random_start=False), policies, device)
+        record_backtest_threads(run_dir, validation, backtest)
         if warning:
             validation.notes.append(warning.removeprefix("warning: ").capitalize())
             backtest.notes.append(warning.removeprefix("warning: ").capitalize())
@@ -283,43 +287,6 @@ def select(spec: Spec, leaderboard: Leaderboard, factory: AgentFactory) -> dict[
     return policies
 
 
-def target_weights(actions: torch.Tensor) -> torch.Tensor:
-    """The target weights the env reads from weights-mode actions (its exact rule).
-
-    Args:
-        actions: ``(..., M + 1)`` scores over ``[cash, asset_1 .. asset_M]`` (clamped to ``[0, 1]``).
-
-    Returns:
-        ``(..., M + 1)`` weights ``a / sum(a)`` summing to 1; an all-zero row is all cash.
-    """
-    scores = actions.clamp(0.0, 1.0)
-    total = scores.sum(dim=-1, keepdim=True)
-    all_cash = torch.zeros_like(scores)
-    all_cash[..., 0] = 1.0
-    return torch.where(total > 0.0, scores / total.clamp(min=torch.finfo(scores.dtype).tiny), all_cash)
-
-
-def ensemble_policy(agents: list[Agent], action_mode: str) -> Policy:
-    """The distinct-lineage ensemble: the average of the agents' TARGET WEIGHTS (DESIGN.md, the final trader).
-
-    In ``weights`` mode each agent's deterministic action is first turned into the weights the env
-    would trade (clamp, normalise), so an agent's vote does not depend on the scale of its raw
-    scores; the mean of weights is itself a weights action the env trades unchanged. In
-    ``share_delta`` mode the share orders are averaged.
-    """
-
-    members = [deterministic_policy(agent) for agent in agents]
-
-    @torch.no_grad()
-    def act(obs: torch.Tensor) -> torch.Tensor:
-        actions = torch.stack([member(obs) for member in members])
-        if action_mode == "weights":
-            actions = target_weights(actions)
-        return actions.mean(dim=0)
-
-    return act
-
-
 def leaderboard_records(leaderboard: Leaderboard) -> list[dict[str, Any]]:
     """The leaderboard's entries as plain dicts with a 1-based ``rank`` (best first)."""
     records = []
@@ -327,6 +294,18 @@ def leaderboard_records(leaderboard: Leaderboard) -> list[dict[str, Any]]:
         record = entry.to_record()
         records.append({"rank": rank, **record})
     return records
+
+
+def record_backtest_threads(run_dir: RunDir, *results: BacktestResult) -> None:
+    """Record in ``run.json`` the traders' env steps at each torch thread count of every segment's
+    pass (``torch_threads.backtest_steps``; the numbers do not depend on it)."""
+    info = run_dir.read_info()
+    threads = info.setdefault("torch_threads", {})
+    threads["backtest_steps"] = {
+        result.segment: {str(count): steps for count, steps in result.steps_by_threads.items()}
+        for result in results
+    }
+    run_dir.write_info(info)
 
 
 def _probe(spec: Spec, panel: Panel, device: torch.device) -> TradingEnv:

@@ -38,6 +38,17 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_run_folder_holds_spec_tournament_tensorboard_and_report(finished_run: Path) -> None:
     info = json.loads((finished_run / "run.json").read_text())
     assert info["status"] == "done"
+    steps = info["torch_threads"]["backtest_steps"]  # the traders' pass: steps at each thread count
+    assert set(steps) == {"validation", "backtest"}
+    for segment, by_threads in steps.items():
+        equity_rows = len(
+            (finished_run / ("validation" if segment == "validation" else ""))
+            .joinpath("equity.csv")
+            .read_text()
+            .splitlines()
+        )
+        assert all(int(count) >= 1 for count in by_threads), segment
+        assert sum(by_threads.values()) == equity_rows - 2, segment  # header, and the first bar is cash
     assert finished_run.name.endswith(f"-tiny-{info['spec_hash']}")
     assert (finished_run / "spec.toml").is_file()
     assert json.loads((finished_run / "spec.json").read_text())["name"] == "tiny"

@@ -7,7 +7,8 @@ from typing import Any
 
 import torch
 
-from finpod.pipeline.main import ensemble_policy, select, target_weights
+from finpod.backtest.ensemble import ensemble_policy, target_weights
+from finpod.pipeline.main import select
 from finpod.spec import Spec
 from tests.app.tiny import tiny_spec
 

@@ -1,0 +1,61 @@
+"""The ensemble trader, and the env's rule that turns weights-mode actions into target weights.
+
+Shapes: ``K`` members, ``B`` observation rows, ``D`` observation size, ``A = M + 1`` actions.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from podracer.api import Agent, Policy, deterministic_policy
+
+
+def target_weights(actions: torch.Tensor) -> torch.Tensor:
+    """The target weights the env reads from weights-mode actions (its exact rule).
+
+    Args:
+        actions: ``(..., M + 1)`` scores over ``[cash, asset_1 .. asset_M]`` (clamped to ``[0, 1]``).
+
+    Returns:
+        ``(..., M + 1)`` weights ``a / sum(a)`` summing to 1; an all-zero row is all cash.
+    """
+    scores = actions.clamp(0.0, 1.0)
+    total = scores.sum(dim=-1, keepdim=True)
+    all_cash = torch.zeros_like(scores)
+    all_cash[..., 0] = 1.0
+    return torch.where(total > 0.0, scores / total.clamp(min=torch.finfo(scores.dtype).tiny), all_cash)
+
+
+class EnsemblePolicy:
+    """The distinct-lineage ensemble: the average of its members' TARGET WEIGHTS (DESIGN.md, the
+    final trader), as a :data:`Policy` ``obs (B, D) -> actions (B, A)``.
+
+    In ``weights`` mode each member's deterministic action is first turned into the weights the env
+    would trade (clamp, normalise), so a member's vote does not depend on the scale of its raw
+    scores; the mean of weights is itself a weights action the env trades unchanged. In
+    ``share_delta`` mode the share orders are averaged.
+
+    Args:
+        members: the members' deterministic policies.
+        action_mode: the env's action mode (``"weights"`` or ``"share_delta"``).
+    """
+
+    def __init__(self, members: list[Policy], action_mode: str) -> None:
+        self.members = members
+        self.action_mode = action_mode
+
+    def combine(self, actions: torch.Tensor) -> torch.Tensor:
+        """The ensemble's action ``(B, A)`` from its members' actions ``(K, B, A)`` (members in order)."""
+        if self.action_mode == "weights":
+            actions = target_weights(actions)
+        return actions.mean(dim=0)
+
+    @torch.no_grad()
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        """The ensemble's action ``(B, A)`` for observations ``(B, D)``."""
+        return self.combine(torch.stack([member(obs) for member in self.members]))
+
+
+def ensemble_policy(agents: list[Agent], action_mode: str) -> EnsemblePolicy:
+    """:class:`EnsemblePolicy` of the agents' frozen deterministic policies."""
+    return EnsemblePolicy([deterministic_policy(agent) for agent in agents], action_mode)

@@ -7,7 +7,8 @@ half is the timed segment), makes PPO agents shaped like the reference minute sp
 * a validation score of one snapshot, as one continuous pass (exact) and as the spec's chunks
   (``--chunks`` contiguous chunks side by side, ``--warmup-bars`` warm-up each), and
 * the backtest of the traders ``best`` + ``ensemble_top4`` and the baselines (one continuous
-  batched pass),
+  batched pass; the five networks as one stacked pass), and with ``--compare-unstacked`` the same
+  backtest with each trader (and each ensemble member) called on its own row, as before stacking,
 
 then prints each as seconds per minute-bar year (seconds per bar x 98,280 = 252 sessions x 390
 minutes), wall and process CPU time, with the box's load average. ``--days 504`` times a whole year directly.
@@ -53,6 +54,11 @@ def _timed(name: str, work: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
+def _unstacked(policy: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The same trader as a plain function, so the backtest calls it on its own row (no stacking)."""
+    return lambda obs: policy(obs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -62,6 +68,9 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=64, help="validation chunks (the minute spec's)")
     parser.add_argument("--warmup-bars", type=int, default=390, help="warm-up bars of each chunk")
     parser.add_argument("--skip-continuous", action="store_true", help="skip the continuous validation")
+    parser.add_argument(
+        "--compare-unstacked", action="store_true", help="also time the backtest with one call per trader"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     cpu = torch.device("cpu")
@@ -99,8 +108,21 @@ def main() -> None:
         )
         result["validation_continuous_s_per_year"] = round(continuous_s * scale, 1)
         result["validation_continuous_score"] = round(continuous, 4)
-    backtest_s, _ = _timed("backtest", lambda: runner.run_backtest(panel, "validation", config, traders, cpu))
+    backtest_s, stacked = _timed(
+        "backtest", lambda: runner.run_backtest(panel, "validation", config, traders, cpu)
+    )
     result["backtest_s_per_year"] = round(backtest_s * scale, 1)
+    result["backtest_steps_by_threads"] = stacked.steps_by_threads
+    if args.compare_unstacked:
+        plain = {name: _unstacked(policy) for name, policy in traders.items()}
+        unstacked_s, unstacked = _timed(
+            "backtest_unstacked", lambda: runner.run_backtest(panel, "validation", config, plain, cpu)
+        )
+        result["backtest_unstacked_s_per_year"] = round(unstacked_s * scale, 1)
+        same = all(
+            stacked.traders[name].returns.equals(unstacked.traders[name].returns) for name in traders
+        )
+        result["unstacked_returns_identical"] = same
     result["cpu_s_per_year"] = {name: round(seconds * scale, 1) for name, seconds in CPU_SECONDS.items()}
     result["load_average_after"] = os.getloadavg()
     print(json.dumps(result, indent=2))

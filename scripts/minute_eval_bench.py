@@ -119,9 +119,7 @@ def main() -> None:
             "backtest_unstacked", lambda: runner.run_backtest(panel, "validation", config, plain, cpu)
         )
         result["backtest_unstacked_s_per_year"] = round(unstacked_s * scale, 1)
-        same = all(
-            stacked.traders[name].returns.equals(unstacked.traders[name].returns) for name in traders
-        )
+        same = all(stacked.traders[name].returns.equals(unstacked.traders[name].returns) for name in traders)
         result["unstacked_returns_identical"] = same
     result["cpu_s_per_year"] = {name: round(seconds * scale, 1) for name, seconds in CPU_SECONDS.items()}
     result["load_average_after"] = os.getloadavg()

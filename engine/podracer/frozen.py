@@ -61,7 +61,7 @@ def beta_mean(logits: torch.Tensor, action_dim: int) -> torch.Tensor:
     whether it is alone or one of a stack (the module docstring says why).
     """
     width = logits.shape[-1]
-    padded = torch.nn.functional.pad(logits, (0, _lane_padded(width) - width))
+    padded = torch.constant_pad_nd(logits, (0, _lane_padded(width) - width))  # F.pad without the Python
     concentrations = torch.nn.functional.softplus(padded)[..., :width].add_(1.0)
     alpha, beta = concentrations.split(action_dim, dim=-1)
     return alpha / (alpha + beta)

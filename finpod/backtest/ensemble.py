@@ -21,9 +21,9 @@ def target_weights(actions: torch.Tensor) -> torch.Tensor:
     """
     scores = actions.clamp(0.0, 1.0)
     total = scores.sum(dim=-1, keepdim=True)
-    all_cash = torch.zeros_like(scores)
-    all_cash[..., 0] = 1.0
-    return torch.where(total > 0.0, scores / total.clamp(min=torch.finfo(scores.dtype).tiny), all_cash)
+    weights = scores.div_(total.clamp(min=torch.finfo(scores.dtype).tiny))  # an all-zero row stays 0
+    weights[..., :1].add_(total == 0.0)  # ... and becomes all cash; + 0.0 leaves the others' bits
+    return weights
 
 
 class EnsemblePolicy:

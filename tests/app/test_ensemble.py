@@ -48,7 +48,9 @@ EXPECTED = [0.75, 0.25, 0.0]
 def test_target_weights_follow_the_env_rule() -> None:
     rows = torch.tensor([[0.1, 0.1, 0.0], [0.0, 0.0, 0.0], [2.0, -1.0, 1.0]])
     expected = torch.tensor([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.5, 0.0, 0.5]])
+    before = rows.clone()
     torch.testing.assert_close(target_weights(rows), expected)
+    assert torch.equal(rows, before)  # the caller's actions are left alone
 
 
 def test_ensemble_averages_target_weights() -> None:

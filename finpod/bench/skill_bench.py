@@ -34,6 +34,7 @@ from typing import Any, Final, Literal
 import pandas as pd
 import torch
 
+from finpod.bench.skill_names import CONTENDERS, HYPER_SETS
 from finpod.data.panel import Panel
 from finpod.data.synth import SignalSpec, symbol_names, synth_market
 from finpod.env.config import EnvConfig
@@ -65,8 +66,6 @@ SEARCH_SPACE: Final[dict[str, list[float]]] = {"learning_rate": [1e-4, 3e-2], "g
 """The tournament's ``perturb_bounds``: the space a user would state for a daily portfolio problem
 (learning rates of Adam that train at all; horizons from one bar to about 100). Both the good and
 the poor start lie inside it; it says nothing about where in it the good values are."""
-CONTENDERS: Final[tuple[str, ...]] = ("tournament", "single", "best_of_4")
-HYPER_SETS: Final[tuple[str, ...]] = ("good", "poor")
 GOOD_AGENT: Final[dict[str, Any]] = {
     "policy": "cross_sectional",
     "rollout_steps": 8,

@@ -1,18 +1,23 @@
-"""``finpod bench data|env|train|skill``: throughput, peak-memory and learning benchmarks."""
+"""``finpod bench data|env|train|skill``: throughput, peak-memory and learning benchmarks.
+
+The benchmarks (and torch) are imported inside each command, so that every other ``finpod``
+command, ``--help`` and ``--version`` start without them.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import torch
 import typer
 
-from finpod.bench import data_bench, env_bench, skill_bench, train_bench
+from finpod.bench.skill_names import CASE_NAMES, CONTENDERS, DEFAULT_CASES, HYPER_SETS
 from finpod.errors import SpecError
-from podracer.ppo import PPOConfig
+
+if TYPE_CHECKING:
+    from finpod.bench.skill_bench import ContenderResult
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -26,6 +31,8 @@ def _set_torch_threads(threads: int) -> None:
     if threads < 0:
         raise SpecError(f"--threads must be >= 0 (0 = torch's default), got {threads}")
     if threads:
+        import torch
+
         torch.set_num_threads(threads)
 
 
@@ -45,6 +52,9 @@ def train(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """PPO training samples/s on the finpod env (learning included) and the learner's share of peak matmul."""
+    from finpod.bench import env_bench, train_bench
+    from podracer.ppo import PPOConfig
+
     _set_torch_threads(threads)
     r = train_bench.run_train_bench(
         num_envs=envs,
@@ -105,6 +115,8 @@ def env(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """Batched env steps/s, memory traffic and peak memory, beside a classic one-env numpy implementation."""
+    from finpod.bench import env_bench
+
     _set_torch_threads(threads)
     r = env_bench.run_env_bench(
         num_envs=envs,
@@ -160,6 +172,8 @@ def data(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """Bars/s and peak memory of synth -> write dataset -> read -> build panel, at minute scale."""
+    from finpod.bench import data_bench, env_bench
+
     r = data_bench.run_data_bench(
         symbols=symbols,
         days=days,
@@ -188,18 +202,17 @@ def data(
         typer.echo(f"CUDA peak allocated during the build: {r.cuda_peak_bytes / GIB:.2f} GiB")
 
 
-_SKILL_CASES = ["daily20", "daily100", "daily20-none"]
-_CaseOption = Annotated[list[str], typer.Option("--case", help=f"Cases: {', '.join(skill_bench.CASES)}.")]
+_CaseOption = Annotated[list[str], typer.Option("--case", help=f"Cases: {', '.join(CASE_NAMES)}.")]
 _ContenderOption = Annotated[
-    list[str], typer.Option("--contender", help=f"Contenders: {', '.join(skill_bench.CONTENDERS)}.")
+    list[str], typer.Option("--contender", help=f"Contenders: {', '.join(CONTENDERS)}.")
 ]
 _HyperOption = Annotated[
     list[str], typer.Option("--hyper", help="Hyper-parameter sets: good, poor (lr x10, gamma 0.9).")
 ]
 
 
-def _echo_progress(case: str, seed: int, err: bool) -> Callable[[str, skill_bench.ContenderResult], None]:
-    def progress(key: str, result: skill_bench.ContenderResult) -> None:
+def _echo_progress(case: str, seed: int, err: bool) -> Callable[[str, ContenderResult], None]:
+    def progress(key: str, result: ContenderResult) -> None:
         traders = "  ".join(
             f"{t} {result.sharpe[t]:.2f} (share {result.share[t]:.2f}, DSR {result.dsr[t]:.2f})"
             for t in result.sharpe
@@ -212,14 +225,16 @@ def _echo_progress(case: str, seed: int, err: bool) -> Callable[[str, skill_benc
 
 @app.command("skill")
 def skill(
-    case: _CaseOption = _SKILL_CASES,
-    contender: _ContenderOption = list(skill_bench.CONTENDERS),  # noqa: B006  # typer copies defaults
-    hyper: _HyperOption = list(skill_bench.HYPER_SETS),  # noqa: B006
+    case: _CaseOption = list(DEFAULT_CASES),  # noqa: B006  # typer copies defaults
+    contender: _ContenderOption = list(CONTENDERS),  # noqa: B006
+    hyper: _HyperOption = list(HYPER_SETS),  # noqa: B006
     seeds: int = typer.Option(5, "--seeds", help="Seeds 0..N-1 (market, agents and tournament)."),
     threads: int = typer.Option(1, "--threads", help="torch CPU threads (0: torch's default)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """Held-out skill on planted-signal markets: oracle, equal weight, each contender's share of the edge."""
+    from finpod.bench import skill_bench
+
     skill_bench.check_choices(case, contender, hyper, seeds)
     _set_torch_threads(threads)
     results = []

@@ -1,0 +1,24 @@
+"""The CLI starts without the benchmarks and the pipeline: they load inside the commands that use them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from finpod.bench import skill_bench
+from finpod.bench.skill_names import CASE_NAMES, CONTENDERS, DEFAULT_CASES, HYPER_SETS
+
+HEAVY = ("finpod.bench.skill_bench", "finpod.pipeline.main", "finpod.report", "empyrical", "matplotlib")
+
+
+def test_importing_the_cli_loads_no_benchmark_pipeline_or_report() -> None:
+    probe = f"import sys, finpod.cli; print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_skill_choices_offered_by_the_cli_are_the_bench_s_own() -> None:
+    assert tuple(skill_bench.CASES) == CASE_NAMES
+    assert set(DEFAULT_CASES) <= set(CASE_NAMES)
+    assert skill_bench.CONTENDERS == CONTENDERS
+    assert skill_bench.HYPER_SETS == HYPER_SETS

@@ -88,6 +88,12 @@ def test_dry_run_decides_and_sends_nothing_then_status_reports(market: SimMarket
     assert all(o["dry_run"] and o["status"] == "dry_run" for o in status["orders_today"])
     assert status["limits_hit"].get("halt") == 1  # the SIGTERM kill switch
     assert status["last_bar"].startswith("2019-10-07")
+    equity = status["equity"]
+    assert equity["first_usd"] == pytest.approx(1_000_000.0)
+    assert equity["sessions"] == 4
+    assert equity["backtest"]["trader"] == "best"  # the run's metrics.json: what the backtest expected
+    assert isinstance(equity["backtest"]["annual_return"], float)
+    assert isinstance(equity["expected_return"], float)
     table = CliRunner().invoke(app, ["paper", "status", str(market.run_dir), "--dry-run"])
     assert table.exit_code == 0
     assert "(dry run): 4 decisions" in table.output

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -50,6 +51,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 INTENT: Final[str] = "intent"
 """Status of an order written to the journal and not yet acknowledged by the broker."""
+NOT_SENT: Final[str] = "not_sent"
+"""Status of an intent that was never sent (the broker never had it, or the kill switch stopped it)."""
 DRY_RUN: Final[str] = "dry_run"
 """Status of an order a ``--dry-run`` computed and never sent."""
 QTY_EPSILON: Final[float] = 1e-9
@@ -136,7 +139,9 @@ class Journal:
 
     def record_intent(self, intent: OrderIntent, *, dry_run: bool) -> bool:
         """Write an order before it is sent; ``False`` when that id is already journaled."""
-        now = _now()
+        return self._insert_intent(intent, dry_run=dry_run, now=_now())
+
+    def _insert_intent(self, intent: OrderIntent, *, dry_run: bool, now: str) -> bool:
         cursor = self._conn.execute(
             "INSERT OR IGNORE INTO orders (client_order_id, bar_ns, symbol, side, qty, price_usd, status,"
             " dry_run, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -288,15 +293,39 @@ class Journal:
     # ------------------------------------------------------------------ decisions, events, meta
 
     def record_decision(
-        self, bar_ns: int, trader: str, weights: dict[str, float], equity_usd: float, cash_usd: float
+        self,
+        bar_ns: int,
+        trader: str,
+        weights: dict[str, float],
+        equity_usd: float,
+        cash_usd: float,
+        *,
+        intents: Sequence[OrderIntent] = (),
+        dry_run: bool = False,
     ) -> bool:
-        """Write the target weights of a decision bar; ``False`` when that bar was decided before."""
-        cursor = self._conn.execute(
-            "INSERT OR IGNORE INTO decisions (bar_ns, trader, weights, equity_usd, cash_usd, at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (bar_ns, trader, json.dumps(weights), equity_usd, cash_usd, _now()),
-        )
-        return cursor.rowcount == 1
+        """Write a decision bar's target weights and all its order intents in one transaction.
+
+        A kill after this write leaves every order of the decision in the journal (``intent``, or
+        ``dry_run``): reconciliation settles each one, none is lost between the decision and its
+        POSTs. Returns ``False`` when that bar was decided before (nothing is written then).
+        """
+        now = _now()
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            cursor = self._conn.execute(
+                "INSERT OR IGNORE INTO decisions (bar_ns, trader, weights, equity_usd, cash_usd, at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (bar_ns, trader, json.dumps(weights), equity_usd, cash_usd, now),
+            )
+            fresh = cursor.rowcount == 1
+            if fresh:
+                for intent in intents:
+                    self._insert_intent(intent, dry_run=dry_run, now=now)
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        return fresh
 
     def decisions(self) -> list[tuple[int, str, dict[str, float], float, float]]:
         """``(bar_ns, trader, weights, equity, cash)`` per decision bar, in bar order."""

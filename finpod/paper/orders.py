@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from finpod.paper.broker import Broker, BrokerBusy, BrokerOrder, BrokerUnreachable, OrderIntent, OrderRejected
-from finpod.paper.journal import Journal
+from finpod.paper.journal import INTENT, Journal
 
 logger = logging.getLogger("finpod.paper")
 REJECTED: Final[str] = "rejected"
@@ -44,6 +44,7 @@ def place_order(
     *,
     policy: SubmitPolicy,
     sleep: Callable[[float], None] = time.sleep,
+    journaled: bool = False,
 ) -> BrokerOrder | None:
     """Send ``intent`` at most once, whatever fails on the way.
 
@@ -53,13 +54,16 @@ def place_order(
         intent: the order.
         policy: attempts and pauses.
         sleep: pause function (tests pass a fake clock).
+        journaled: the caller wrote this intent moments ago with its decision
+            (:meth:`~finpod.paper.journal.Journal.record_decision`) and nothing has sent it yet.
 
     Returns:
         The broker's order, or ``None`` when it was rejected, was final already, or stays unresolved
         (the journal says which).
     """
     cid = intent.client_order_id
-    fresh = journal.record_intent(intent, dry_run=False)
+    written = journal.order(cid) if journaled else None
+    fresh = written.status == INTENT if written is not None else journal.record_intent(intent, dry_run=False)
     if not fresh:
         row = journal.order(cid)
         if row is not None and row.final:
@@ -120,9 +124,9 @@ def refresh_orders(broker: Broker, journal: Journal) -> int:
         found = broker.order_by_client_id(row.client_order_id)
         if found is not None and journal.acknowledge(found) > 0:
             changed += 1
-            journal.event(
-                "fill", f"{found.client_order_id} {found.status} {found.filled_qty:g} {found.symbol}"
-            )
+            message = f"{found.client_order_id} {found.status} {found.filled_qty:g} {found.symbol}"
+            journal.event("fill", message)
+            logger.info("fill: %s", message)
     return changed
 
 
@@ -137,7 +141,9 @@ def cancel_open_orders(broker: Broker, journal: Journal) -> int:
         if journal.order(order.client_order_id) is None:
             continue  # not ours: reconciliation reports it, the kill switch leaves it alone
         broker.cancel(order.broker_id)
-        journal.event("cancel", f"{order.client_order_id} cancelled by the kill switch")
+        message = f"{order.client_order_id} cancelled by the kill switch"
+        journal.event("cancel", message)
+        logger.warning("%s", message)
         cancelled += 1
     refresh_orders(broker, journal)
     return cancelled

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from finpod.paper.broker import Broker
-from finpod.paper.journal import INTENT, Journal
+from finpod.paper.journal import INTENT, NOT_SENT, Journal
 
-NOT_SENT: Final[str] = "not_sent"
 POSITION_TOLERANCE_SHARES: Final[float] = 1e-6
 
 

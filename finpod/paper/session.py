@@ -20,7 +20,7 @@ from finpod.env.config import EnvConfig
 from finpod.paper.broker import Broker, OrderIntent, Side
 from finpod.paper.decision import Trader, bar_stamp, observation, session_position
 from finpod.paper.ids import client_order_id
-from finpod.paper.journal import Journal
+from finpod.paper.journal import NOT_SENT, Journal
 from finpod.paper.limits import Guard, Session, daily_loss
 from finpod.paper.orders import SubmitPolicy, place_order
 from finpod.paper.sizing import OrderLimits, OrderPlan, plan_orders
@@ -156,43 +156,60 @@ class PaperSession:
                     return None
             at_broker = self._tradable_now(bar.session_open_ns)
             tradable &= at_broker
-            cash = min(cash, buying_power)
+            if buying_power < cash:
+                reason = (
+                    f"buying power {buying_power:.2f} USD is below the cash {cash:.2f} USD: "
+                    "buys are sized to the buying power"
+                )
+                self.journal.event("limit", reason, bar_ns=bar.bar_ns, limit="buying_power")
+                logger.warning("%s", reason)
+                cash = buying_power
         plan = plan_orders(weights, cash, shares, price_now, tradable, self.config, self.limits)
         plan.delta_shares[~at_broker] = 0.0  # a halted symbol cannot be sold either
-        self.journal.record_decision(bar.bar_ns, self.trader.name, self._named(plan.weights), equity, cash)
+        intents = self._intents(bar.bar_ns, plan, price_now)
+        held_back: list[OrderIntent] = []
+        if self.guard is not None and not self.dry_run:
+            room = self.guard.rate.room(now_ns)
+            intents, held_back = intents[:room], intents[room:]
+        # the decision and every order it sends, in one transaction: a kill after it loses none
+        self.journal.record_decision(
+            bar.bar_ns, self.trader.name, self._named(plan.weights), equity, cash,
+            intents=intents, dry_run=self.dry_run,
+        )  # fmt: skip
         for kind, cols in (("weight_cap", plan.weight_capped), ("notional_cap", plan.notional_capped)):
             if cols:
                 names = ", ".join(self.symbols[c] for c in cols)
                 self.journal.event("limit", f"{kind}: cut {names}", bar_ns=bar.bar_ns, limit=kind)
-        intents = self._intents(bar.bar_ns, plan, price_now)
-        if self.guard is not None and not self.dry_run:
-            room = self.guard.rate.room(now_ns)
-            if len(intents) > room:
-                held_back = intents[room:]
-                intents = intents[:room]
-                self.journal.event(
-                    "limit",
-                    f"max_orders_per_minute: {len(held_back)} order(s) held back",
-                    bar_ns=bar.bar_ns,
-                    limit="max_orders_per_minute",
-                )
-        for intent in intents:
+        if held_back:
+            reason = f"max_orders_per_minute: {len(held_back)} order(s) held back"
+            self.journal.event("limit", reason, bar_ns=bar.bar_ns, limit="max_orders_per_minute")
+            logger.warning("%s", reason)
+        for i, intent in enumerate(intents):
             logger.info(
                 "%s %s %s %.6g %s at ~%.4f", bar_stamp(bar.bar_ns), "DRY-RUN" if self.dry_run else "order",
                 intent.side, intent.qty, intent.symbol, intent.price_usd,
             )  # fmt: skip
             if self.dry_run:
-                self.journal.record_intent(intent, dry_run=True)
                 continue
             if self.guard is not None:
                 killed = self.guard.kill.reason()
                 if killed:
-                    self.journal.event("halt", killed, bar_ns=bar.bar_ns)
-                    self.halted = killed
+                    self._not_sent(intents[i:], killed, bar.bar_ns)
                     break
                 self.guard.rate.note(now_ns)
-            place_order(self.broker, self.journal, intent, policy=self.submit_policy, sleep=self.sleep)
+            place_order(
+                self.broker, self.journal, intent, policy=self.submit_policy, sleep=self.sleep, journaled=True
+            )
         return Decision(bar.bar_ns, plan, intents, equity)
+
+    def _not_sent(self, intents: list[OrderIntent], killed: str, bar_ns: int) -> None:
+        """The kill switch tripped mid-decision: the rest of its orders are never sent."""
+        self.halted = killed
+        for intent in intents:
+            self.journal.mark(intent.client_order_id, NOT_SENT, f"not sent: {killed}")
+        message = f"{killed}: {len(intents)} order(s) of this bar not sent"
+        self.journal.event("halt", message, bar_ns=bar_ns)
+        logger.warning("%s", message)
 
     def _named(self, weights: np.ndarray) -> dict[str, float]:
         return {

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -184,6 +186,75 @@ def test_less_buying_power_than_cash_sizes_down(
     assert not journal.events("rejected")
     spent = sum(q * p for q, p in zip(broker.positions().values(), PRICES, strict=True))
     assert spent == pytest.approx(2_000.0, rel=1e-6)
+    assert any("buying power 2000.00 USD is below the cash" in e.message for e in journal.events("limit"))
+
+
+class _Killed(BaseException):
+    """Stands for a SIGKILL: nothing after it runs in this process."""
+
+
+class _Watching:
+    """The real broker, looking at the journal at each POST; ``then`` runs after the first POST."""
+
+    def __init__(self, broker: AlpacaBroker, journal_path: Path, then: Callable[[], None]) -> None:
+        self.broker, self.journal_path, self.then = broker, journal_path, then
+        self.seen: list[list[tuple[str, str]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.broker, name)
+
+    def submit(self, intent: OrderIntent) -> Any:
+        with Journal.open(self.journal_path) as other:  # another connection: committed rows only
+            self.seen.append(sorted((o.symbol, o.status) for o in other.orders()))
+        if len(self.seen) > 1:
+            self.then()
+        return self.broker.submit(intent)
+
+
+def test_a_kill_between_a_decision_and_its_orders_loses_none(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
+) -> None:
+    def kill() -> None:
+        raise _Killed
+
+    watching = _Watching(broker, journal.path, kill)
+    session = _session(broker, journal, tmp_path, _trader(0.5, 0.25, 0.25), max_order_notional_usd=1e9)
+    session.broker = watching  # type: ignore[assignment]
+    with pytest.raises(_Killed):
+        _decide(session)
+    assert watching.seen[0] == [("AAA", "intent"), ("BBB", "intent")]  # both written before any POST
+    by_symbol = {o.symbol: o for o in journal.orders()}
+    assert big.client_order_ids() == [by_symbol["AAA"].client_order_id]  # columns in order: AAA first
+    result = reconcile(broker, journal)  # the restart
+    assert result.ok
+    assert result.not_sent == 1
+    assert sorted((o.symbol, o.status) for o in journal.orders()) == [("AAA", "filled"), ("BBB", "not_sent")]
+    assert journal.positions() == broker.positions() == pytest.approx({"AAA": 500.0})
+
+
+def test_kill_switch_mid_decision_sends_no_more_orders(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
+) -> None:
+    watching = _Watching(broker, journal.path, lambda: None)
+    session = _session(broker, journal, tmp_path, _trader(0.5, 0.25, 0.25), max_order_notional_usd=1e9)
+    session.broker = watching  # type: ignore[assignment]
+    big_first = watching.submit
+
+    def first_then_stop(intent: OrderIntent) -> Any:
+        order = big_first(intent)
+        (tmp_path / "STOP").touch()
+        return order
+
+    watching.submit = first_then_stop  # type: ignore[method-assign]
+    decision = _decide(session)
+    assert decision is not None
+    assert len(big.client_order_ids()) == 1
+    assert "stop file" in (session.halted or "")
+    last = {o.symbol: o for o in journal.orders()}["BBB"]
+    assert last.status == "not_sent"
+    assert "stop file" in (last.message or "")
+    assert any("1 order(s) of this bar not sent" in e.message for e in journal.events("halt"))
+    assert reconcile(broker, journal).ok
 
 
 def test_halted_symbol_gets_no_order(

@@ -105,25 +105,25 @@ def test_a_pass_that_switches_thread_counts_gives_the_same_ledgers(
 
 
 def test_the_tuner_probes_each_count_then_runs_the_faster(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = iter(float(t) for t in range(1000))
-    times = {1: 10.0, 2: 1.0}  # seconds per probe step at each count: 2 threads win
+    times = {1: 10.0, 2: 1.0}  # seconds per step at each count: 2 threads win
     now = [0.0]
-
-    def perf_counter() -> float:
-        return now[0]
-
-    monkeypatch.setattr("finpod.backtest.thread_tuner.time.perf_counter", perf_counter)
-    tuner = ThreadTuner((1, 2), probe_steps=2, period_steps=4)
+    monkeypatch.setattr("finpod.backtest.thread_tuner.time.perf_counter", lambda: now[0])
+    tuner = ThreadTuner((1, 2), probe_steps=2, period_steps=4, max_period_steps=8)
     seen = []
-    for _ in range(12):
+    for step in range(40):
+        if step == 26:  # the machine changes: 1 thread wins from now on
+            times = {1: 1.0, 2: 10.0}
         tuner.tick()
         seen.append(torch.get_num_threads())
         now[0] += times[torch.get_num_threads()]
     tuner.close()
-    assert seen == [1, 1, 2, 2, 2, 2, 2, 2, 1, 1, 2, 2]
-    assert tuner.steps_at == Counter({2: 8, 1: 4})
-    assert torch.get_num_threads() == 1
-    assert next(clock) == 0.0
+    probe = [1, 1, 2, 2]
+    first_period, doubled, capped, after_change = [2] * 4, [2] * 8, [2] * 8, [1] * 4
+    # the first winner runs one period; it wins again: the period doubles, up to max_period_steps
+    # (the machine changes at step 26, in that period); a new winner: back to the first period
+    assert seen == probe + first_period + probe + doubled + probe + capped + probe + after_change
+    assert tuner.steps_at == Counter({2: 28, 1: 12})
+    assert torch.get_num_threads() == 1  # restored
     single = ThreadTuner((1, 1), probe_steps=2, period_steps=4)
     for _ in range(9):
         single.tick()

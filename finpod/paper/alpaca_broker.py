@@ -21,6 +21,7 @@ from alpaca.trading.requests import MarketOrderRequest
 
 from finpod.net import Timeouts, install_timeouts
 from finpod.paper.broker import (
+    HTTP_NOT_FOUND,
     Account,
     AssetInfo,
     BrokerBusy,
@@ -33,7 +34,7 @@ from finpod.paper.broker import (
 from finpod.paper.keys import AlpacaKeys, Redactor
 
 PAPER_TRADING_URL: Final[str] = "https://paper-api.alpaca.markets"
-HTTP_NOT_FOUND: Final[int] = 404
+HTTP_UNAUTHORIZED: Final[int] = 401
 HTTP_TOO_MANY: Final[int] = 429
 HTTP_SERVER_ERROR: Final[int] = 500
 DEFAULT_RETRY_AFTER_S: Final[float] = 1.0
@@ -99,6 +100,11 @@ class AlpacaBroker:
             message = str(err)
         text = self._redact(" ".join(message.split()))[:_MAX_MESSAGE_CHARS]
         line = f"{what}: HTTP {status}: {text}"
+        if status == HTTP_UNAUTHORIZED:
+            line += (
+                "; fix: set APCA_API_KEY_ID and APCA_API_SECRET_KEY to the keys of an Alpaca paper "
+                "account (and APCA_API_BASE_URL to its trading API, if set)"
+            )
         if status == HTTP_TOO_MANY or status >= HTTP_SERVER_ERROR:
             response = err.response
             header = response.headers.get("Retry-After") if response is not None else None

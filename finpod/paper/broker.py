@@ -10,7 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
+from finpod.errors import BrokerError
+
 Side = Literal["buy", "sell"]
+HTTP_NOT_FOUND: Final[int] = 404
+"""Status of :class:`OrderRejected` when the broker does not know the order or asset asked for."""
 FINAL_STATUSES: Final[frozenset[str]] = frozenset(
     {"filled", "canceled", "expired", "rejected", "done_for_day", "replaced", "not_sent"}
 )
@@ -100,11 +104,11 @@ class AssetInfo:
     fractionable: bool
 
 
-class BrokerUnreachable(Exception):
+class BrokerUnreachable(BrokerError):
     """No answer (timeout, connection refused or reset): the request may or may not have landed."""
 
 
-class BrokerBusy(Exception):
+class BrokerBusy(BrokerError):
     """The broker answered 429 or 5xx: the request did not land; ``retry_after_s`` seconds to wait."""
 
     def __init__(self, message: str, retry_after_s: float) -> None:
@@ -112,7 +116,7 @@ class BrokerBusy(Exception):
         self.retry_after_s = retry_after_s
 
 
-class OrderRejected(Exception):
+class OrderRejected(BrokerError):
     """The broker refused the order (4xx): not enough buying power, not tradable, a duplicate id..."""
 
     def __init__(self, message: str, status_code: int) -> None:

@@ -23,8 +23,11 @@ from typing import Final
 
 import numpy as np
 import pandas as pd
+import requests
+from alpaca.common.exceptions import APIError
 
 from finpod.errors import FinpodError
+from finpod.net import redact
 from finpod.paper.alpaca_broker import PAPER_TRADING_URL, AlpacaBroker
 from finpod.paper.broker import Broker, BrokerBusy, BrokerUnreachable
 from finpod.paper.decision import LiveRun, load_live
@@ -142,13 +145,21 @@ class LiveLoop:
     def _warm_up(self) -> tuple[OnlineFeatures, BarAligner]:
         settings = self.live.spec.paper
         freq = self.live.spec.frequency
-        if self.feed_clock is None:
-            now = pd.Timestamp.now(tz="UTC")
-            per_day = 390 if freq == "1min" else 1
-            days = int(np.ceil(settings.warmup_bars / per_day * 1.6)) + 5
-            history = self.bars.history((now - pd.Timedelta(days=days)).normalize(), now)
-        else:  # a recorded feed: its whole history so far, whatever the wall clock says
-            history = self.bars.history(None, None)
+        try:
+            if self.feed_clock is None:
+                now = pd.Timestamp.now(tz="UTC")
+                per_day = 390 if freq == "1min" else 1
+                days = int(np.ceil(settings.warmup_bars / per_day * 1.6)) + 5
+                history = self.bars.history((now - pd.Timedelta(days=days)).normalize(), now)
+            else:  # a recorded feed: its whole history so far, whatever the wall clock says
+                history = self.bars.history(None, None)
+        except (APIError, requests.exceptions.RequestException) as err:
+            text = redact(" ".join(str(err).split()))[:300]
+            raise TradingHalted(
+                f"warm-up: the data API failed ({type(err).__name__}: {text}); nothing was traded; "
+                f"fix: check {DATA_URL_VARIABLE} (if set), the network, and that the keys may read "
+                "market data"
+            ) from None
         if not history:
             raise TradingHalted(
                 f"warm-up: the data API returned no {freq} bars for {', '.join(self.live.symbols)}"

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from finpod.env.config import EnvConfig
-from finpod.paper.broker import Broker, OrderIntent, Side
+from finpod.paper.broker import HTTP_NOT_FOUND, Broker, OrderIntent, OrderRejected, Side
 from finpod.paper.decision import Trader, bar_stamp, observation, session_position
 from finpod.paper.ids import client_order_id
 from finpod.paper.journal import NOT_SENT, Journal
@@ -256,7 +256,13 @@ class PaperSession:
             return self._assets[1]
         ok = np.ones(len(self.symbols), dtype=bool)
         for i, symbol in enumerate(self.symbols):
-            if not self.broker.asset(symbol).tradable:
+            try:
+                tradable = self.broker.asset(symbol).tradable
+            except OrderRejected as err:  # 404: the broker no longer lists it (delisted, renamed)
+                if err.status_code != HTTP_NOT_FOUND:
+                    raise
+                tradable = False
+            if not tradable:
                 ok[i] = False
                 self.journal.event(
                     "limit", f"{symbol} is not tradable at the broker: no order", symbol=symbol

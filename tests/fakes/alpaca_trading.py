@@ -57,6 +57,8 @@ class FakeTradingServer(FakeAlpacaServer):
         self.orders: dict[str, dict[str, Any]] = {}
         self.order_posts: list[str] = []
         self.untradable: set[str] = set()
+        self.delisted: set[str] = set()
+        """Symbols the asset endpoint no longer knows (HTTP 404, as Alpaca answers for a dropped ticker)."""
         self.buying_power_cap_usd: float | None = None
         self.delay_s: float = 0.0
         self.echo_keys_in_errors = False
@@ -120,7 +122,9 @@ class FakeTradingServer(FakeAlpacaServer):
             self.key_id,
             self.secret_key,
         ):
-            return _json({"code": 40110000, "message": "request is not authorized"}, 401)
+            presented = " ".join(str(request.headers.get(h)) for h in AUTH_HEADERS)
+            echo = f" (keys presented: {presented})" if self.echo_keys_in_errors else ""
+            return _json({"code": 40110000, "message": "request is not authorized" + echo}, 401)
         with self._state:
             busy = self._busy.pop(0) if self._busy else None
         if busy is not None:
@@ -159,6 +163,8 @@ class FakeTradingServer(FakeAlpacaServer):
             return _json({"code": 42210000, "message": "order is not cancelable"}, 422)
         match = _ASSET.match(path)
         if match and method == "GET":
+            if match.group(1) in self.delisted:
+                return _json({"code": 40410000, "message": "asset not found"}, 404)
             return _json(self._asset(match.group(1)))
         return _json({"code": 40410000, "message": "not found"}, 404)
 

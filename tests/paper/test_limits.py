@@ -268,6 +268,16 @@ def test_halted_symbol_gets_no_order(
     assert any("BBB is not tradable" in e.message for e in journal.events("limit"))
 
 
+def test_symbol_the_broker_no_longer_lists_gets_no_order(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
+) -> None:
+    big.delisted.add("BBB")
+    session = _session(broker, journal, tmp_path, _trader(0.5, 0.25, 0.25), max_order_notional_usd=1e9)
+    assert _decide(session) is not None
+    assert set(broker.positions()) == {"AAA"}
+    assert any("BBB is not tradable" in e.message for e in journal.events("limit"))
+
+
 def test_kill_switch_stop_file_and_signal(
     big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
 ) -> None:

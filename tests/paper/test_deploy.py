@@ -36,6 +36,7 @@ def test_systemd_unit_reads_keys_from_a_root_only_file() -> None:
     service = unit["Service"]
     assert service["EnvironmentFile"] == "/etc/finpod/alpaca.env"
     assert service["KillSignal"] == "SIGTERM"
+    assert service["RestartPreventExitStatus"] == "2"  # the CLI's user-error status: no restart loop
     command = shlex.split(service["ExecStart"])
     assert command[0].endswith("/finpod")
     assert command[1] == "paper"

@@ -99,6 +99,7 @@ class BarAligner:
         self.done_ns = after_ns
         self.backfill = backfill
         self._pending: dict[int, dict[str, RawBar]] = {}
+        self._first_seen: dict[int, int] = {}
         self.refused: list[str] = []
 
     def add(self, bar: RawBar) -> str | None:
@@ -119,17 +120,24 @@ class BarAligner:
         return reason
 
     def complete_rows(self, now_ns: int, grace_ns: int) -> list[Row]:
-        """Rows that are complete: all symbols in, a later bar seen, or ``grace_ns`` past the bar's end."""
+        """Rows that are complete: all symbols in, a later bar seen, or ``grace_ns`` gone by.
+
+        The grace runs from the later of the bar's end and the first time this method saw the row:
+        bars that arrive well after their end (Alpaca's daily bars come after the close) still get
+        the whole grace for the other symbols' bars of the same message burst.
+        """
         out: list[Row] = []
         newest = max(self._pending, default=None)
         for bar_ns in sorted(self._pending):
             got = self._pending[bar_ns]
             end = bar_ns + (NS_PER_MINUTE if self.freq == "1min" else 0)
+            seen = self._first_seen.setdefault(bar_ns, now_ns)
             full = len(got) == len(self.symbols)
             moved_on = newest is not None and bar_ns < newest
-            if not (full or moved_on or now_ns >= end + grace_ns):
+            if not (full or moved_on or now_ns >= max(end, seen) + grace_ns):
                 break
             del self._pending[bar_ns]
+            self._first_seen.pop(bar_ns, None)
             for missed in self._grid_between(self.done_ns, bar_ns):
                 out.append(self._row(missed, {}))  # no symbol sent it: all from the backfill
             out.append(self._row(bar_ns, got))

@@ -25,7 +25,7 @@ from tests.fakes.alpaca_server import AUTH_HEADERS, FakeAlpacaServer
 
 OPEN_STATUSES = frozenset({"new", "accepted", "partially_filled", "pending_new"})
 _ORDER_ID = re.compile(r"^/v2/orders/([0-9a-f-]{36})$")
-_ASSET = re.compile(r"^/v2/assets/([A-Z.]+)$")
+_ASSET = re.compile(r"^/v2/assets/([A-Z0-9.]+)$")
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

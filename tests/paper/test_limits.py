@@ -355,6 +355,23 @@ def test_an_incomplete_row_waits_for_its_grace() -> None:
     assert rows[0].real.tolist() == [True, False]
 
 
+def test_a_late_daily_burst_gets_its_grace_from_the_first_bar_seen() -> None:
+    """Daily bars come after the close, one symbol at a time: the row waits for the others."""
+    day = session_of_bar(int(BAR.value))
+    aligner = BarAligner(SYMBOLS, "1d", np.array([9.0, 19.0]), 0, lambda s, n: [])
+    aligner.add(RawBar("AAA", day.open_ns, 10.0, 10.0, 10.0, 10.0, 100.0))
+    after_close = day.close_ns + 3600 * 10**9
+    assert aligner.complete_rows(after_close, 5 * 10**9) == []  # an hour after the bar: still waits
+    aligner.add(RawBar("BBB", day.open_ns, 20.0, 20.0, 20.0, 20.0, 100.0))
+    rows = aligner.complete_rows(after_close + 10**9, 5 * 10**9)
+    assert [r.real.tolist() for r in rows] == [[True, True]]
+    assert rows[0].backfilled == ()
+    aligner.add(RawBar("AAA", day.open_ns + 86_400 * 10**9, 11.0, 11.0, 11.0, 11.0, 100.0))
+    later = after_close + 86_400 * 10**9
+    assert aligner.complete_rows(later, 5 * 10**9) == []
+    assert len(aligner.complete_rows(later + 5 * 10**9, 5 * 10**9)) == 1  # the grace, then filled
+
+
 def test_orders_have_at_most_9_decimals_and_dust_is_not_sent() -> None:
     from finpod.paper.sizing import plan_orders
 

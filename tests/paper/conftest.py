@@ -14,6 +14,12 @@ from tests.fakes.alpaca_trading import FakeTradingServer
 
 KEY_ID, SECRET = "PKTESTKEYID123", "test-secret-value-456"
 TIMEOUT_S = 0.5
+MINUTE_SEGMENTS = {
+    "train": ["2019-11-25", "2019-11-26"],
+    "validation": ["2019-11-27", "2019-11-27"],
+    "backtest": ["2019-11-29", "2019-11-29"],  # a half day: 210 minutes, the session ends at 13:00
+}
+HALF_DAY_MINUTES = 210
 
 
 @pytest.fixture
@@ -50,3 +56,39 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     spec = tiny_spec(dataset).with_(tournament={"pool_size": 2})  # two lineages: an ensemble exists
     result = finpod.run(spec, out=root / "reports", quiet=True)
     return Path(result.run_dir)
+
+
+@pytest.fixture(scope="session")
+def minute_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny minute run (3 synthetic symbols, 4 sessions; best and a top-2 ensemble)."""
+    import finpod
+    from finpod.data.store import write_dataset
+    from finpod.data.synth import synth_market
+    from finpod.spec import Spec
+
+    root = tmp_path_factory.mktemp("paper_minute_run")
+    bars = synth_market(n_symbols=3, n_days=4, freq="1min", seed=4, start="2019-11-25")
+    dataset = root / "data"
+    write_dataset(bars, dataset, source="test", frequency="1min", adjustment="none", repairs={}, notes=[])
+    spec = Spec.from_dict(
+        {
+            "name": "tiny-minute",
+            "seed": 3,
+            "device": "cpu",
+            "frequency": "1min",
+            "universe": "all",
+            "benchmark_symbol": "SYN002",
+            "data": {"source": "dataset", "path": str(dataset)},
+            "segments": MINUTE_SEGMENTS,
+            "env": {"num_envs": 4, "horizon_bars": 20, "fee_rate": 0.001},
+            "agent": {"rollout_steps": 32, "hidden_sizes": [16], "num_minibatches": 2, "update_epochs": 2},
+            "tournament": {
+                "pool_size": 2,
+                "leaderboard_size": 3,
+                "budget_env_steps": 1536,
+                "budget_seconds": 600.0,
+                "ensemble_k": 2,
+            },
+        }
+    )
+    return Path(finpod.run(spec, out=root / "reports", quiet=True).run_dir)

@@ -48,11 +48,14 @@ class SimMarket:
         spec = run.load_spec()
         bars, _ = read_dataset(Path(run.read_info()["dataset"]))
         bars = bars.loc[bars["symbol"] != spec.benchmark_symbol]
-        cut = pd.Timestamp(spec.segments.backtest[0], tz="UTC")
+        self.minute = spec.frequency == "1min"
+        self.timeframe = "1Min" if self.minute else "1Day"
+        cut = pd.Timestamp(spec.segments.backtest[0], tz="America/New_York").tz_convert("UTC")
         self.days = [g for _, g in bars.loc[bars["timestamp"] >= cut].groupby("timestamp")]
+        """The bars to publish, one grid row (a session, or a minute of a minute run) each."""
         self.next_day = 0
-        for symbol, rows in bars_to_alpaca_json(_alpaca_daily(bars.loc[bars["timestamp"] < cut])).items():
-            trading.add_bars("1Day", symbol, rows)
+        for symbol, rows in bars_to_alpaca_json(self._stamped(bars.loc[bars["timestamp"] < cut])).items():
+            trading.add_bars(self.timeframe, symbol, rows)
         last = bars.loc[bars["timestamp"] < cut].groupby("symbol")["close"].last()
         for symbol, price in last.items():
             trading.set_price(str(symbol), float(price))
@@ -69,16 +72,19 @@ class SimMarket:
             "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'engine'}",
         }
 
+    def _stamped(self, bars: pd.DataFrame) -> pd.DataFrame:
+        return bars if self.minute else _alpaca_daily(bars)
+
     def publish(self, *, stream: bool = True) -> pd.DataFrame:
-        """Publish the next session: REST bars, fill prices (its close), then the stream."""
+        """Publish the next row (a session, or a minute): REST bars, fill prices (its close), the stream."""
         day = self.days[self.next_day]
         self.next_day += 1
-        for symbol, rows in bars_to_alpaca_json(_alpaca_daily(day)).items():
-            self.trading.add_bars("1Day", symbol, rows)
+        for symbol, rows in bars_to_alpaca_json(self._stamped(day)).items():
+            self.trading.add_bars(self.timeframe, symbol, rows)
         for row in day.itertuples():
             self.trading.set_price(str(row.symbol), float(row.close))
         if stream:
-            stamp = _alpaca_daily(day)["timestamp"]
+            stamp = self._stamped(day)["timestamp"]
             self.stream.push(
                 [
                     {

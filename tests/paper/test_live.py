@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -163,3 +164,51 @@ def test_sigkill_ten_times_no_duplicate_order_positions_reconciled(market: SimMa
     assert "reconciled (start)" in text
     assert KEY_ID not in text
     assert SECRET not in text
+
+
+MINUTES = 20
+
+
+def test_minute_dry_run_decides_each_minute_and_sends_nothing(minute_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / minute_run.name
+    shutil.copytree(minute_run, run, ignore=shutil.ignore_patterns("paper"))
+    log = tmp_path / "trader.log"
+    with (
+        FakeTradingServer(key_id=KEY_ID, secret_key=SECRET, cash_usd=1_000_000.0) as trading,
+        FakeStreamServer(key_id=KEY_ID, secret_key=SECRET, kind="b") as stream,
+    ):
+        market = SimMarket(run, trading, stream)
+        env = market.env()
+        proc = market.start("--dry-run", log=log)
+        try:
+            wait_for("the stream subscription", stream.wait_subscribed, proc=proc, log=log)
+            for minute in range(MINUTES):  # the first minutes of the 2019-11-29 half day
+                market.publish()
+                wait_for(
+                    f"minute {minute + 1}",
+                    lambda m=minute: _decisions(market, dry_run=True) >= m + 1,
+                    proc=proc,
+                    log=log,
+                )
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+        finally:
+            proc.kill()
+        assert not [r for r in trading.requests if r.method in ("POST", "DELETE")]
+        with market.journal(dry_run=True) as journal:
+            decided = [pd.Timestamp(b, tz="UTC") for b, *_ in journal.decisions()]
+            assert not journal.events("bar_refused")
+            assert not journal.events("reconnect")
+            assert not journal.events("stale")
+    assert decided == list(pd.date_range("2019-11-29 14:30", periods=MINUTES, freq="min", tz="UTC"))
+    assert "DRY-RUN" in log.read_text()
+    out = subprocess.run(
+        [sys.executable, "-m", "finpod", "paper", "status", str(run), "--json", "--dry-run"],
+        env=env, cwd=REPO, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    status = json.loads(out.stdout)
+    assert status["decisions"] == MINUTES
+    assert status["session"] == "2019-11-29"
+    assert status["last_bar"] == "2019-11-29T14:49:00+00:00"
+    assert status["orders_today"]
+    assert all(o["status"] == "dry_run" for o in status["orders_today"])

@@ -9,23 +9,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import finpod
 from finpod.cli import app
-from finpod.data.store import write_dataset
-from finpod.data.synth import synth_market
 from finpod.errors import SpecError
 from finpod.paper.journal import Journal
 from finpod.paper.replay import EQUITY_RTOL, FEATURE_TOLERANCE, WEIGHT_TOLERANCE, replay
-from finpod.spec import Spec
 from tests.app.tiny import SEGMENTS
+from tests.paper.conftest import HALF_DAY_MINUTES, MINUTE_SEGMENTS
 
 START, END = SEGMENTS["backtest"]
-MINUTE_SEGMENTS = {
-    "train": ["2019-11-25", "2019-11-26"],
-    "validation": ["2019-11-27", "2019-11-27"],
-    "backtest": ["2019-11-29", "2019-11-29"],  # a half day: 210 minutes, the session ends at 13:00
-}
-HALF_DAY_MINUTES = 210
 
 
 def test_best_replay_matches_backtest(tiny_run: Path) -> None:
@@ -73,37 +64,6 @@ def test_replay_refuses_dates_outside_the_run(tiny_run: Path) -> None:
         replay(tiny_run, "2024-01-02", "2024-02-01", "best")
     with pytest.raises(SpecError, match="inside the train segment"):
         replay(tiny_run, "2019-02-01", "2019-03-01", "best")
-
-
-@pytest.fixture(scope="module")
-def minute_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished tiny minute run (3 synthetic symbols, 4 sessions; best and a top-2 ensemble)."""
-    root = tmp_path_factory.mktemp("paper_minute_run")
-    bars = synth_market(n_symbols=3, n_days=4, freq="1min", seed=4, start="2019-11-25")
-    dataset = root / "data"
-    write_dataset(bars, dataset, source="test", frequency="1min", adjustment="none", repairs={}, notes=[])
-    spec = Spec.from_dict(
-        {
-            "name": "tiny-minute",
-            "seed": 3,
-            "device": "cpu",
-            "frequency": "1min",
-            "universe": "all",
-            "benchmark_symbol": "SYN002",
-            "data": {"source": "dataset", "path": str(dataset)},
-            "segments": MINUTE_SEGMENTS,
-            "env": {"num_envs": 4, "horizon_bars": 20, "fee_rate": 0.001},
-            "agent": {"rollout_steps": 32, "hidden_sizes": [16], "num_minibatches": 2, "update_epochs": 2},
-            "tournament": {
-                "pool_size": 2,
-                "leaderboard_size": 3,
-                "budget_env_steps": 1536,
-                "budget_seconds": 600.0,
-                "ensemble_k": 2,
-            },
-        }
-    )
-    return Path(finpod.run(spec, out=root / "reports", quiet=True).run_dir)
 
 
 @pytest.mark.slow

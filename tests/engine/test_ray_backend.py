@@ -181,3 +181,25 @@ def test_the_cluster_teardown_names_a_ray_process_left_running() -> None:
     finally:
         left.kill()
         left.wait()
+
+
+def test_workers_on_a_dead_node_are_forgotten_not_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ray.kill of an actor on a removed node was seen to block forever (no timeout, no signal)."""
+    import threading
+
+    from podracer.backends import ray_backend
+
+    killed: list[str] = []
+    monkeypatch.setattr(ray_backend.ray, "kill", lambda actor, no_restart: killed.append(actor))
+    backend = RayBackend.__new__(RayBackend)
+    backend._lock = threading.Lock()
+    workers = [
+        ray_backend._Worker(actor="on the dead node", where_ref=None, node_id="dead", last_used=1.0),
+        ray_backend._Worker(actor="busy", where_ref=None, node_id="alive", busy=True, last_used=0.0),
+        ray_backend._Worker(actor="least recently used", where_ref=None, node_id="alive", last_used=2.0),
+        ray_backend._Worker(actor="recently used", where_ref=None, node_id="alive", last_used=3.0),
+    ]
+    backend._workers = list(workers)
+    backend._prune({"alive"}, slots=2)
+    assert killed == ["least recently used"]  # the surplus on a live node is stopped
+    assert [w.actor for w in backend._workers] == ["busy", "recently used"]

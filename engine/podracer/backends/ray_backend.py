@@ -342,7 +342,12 @@ class RayBackend:
         return capacity
 
     def _prune(self, alive_nodes: set[str], slots: int) -> None:
-        """Forget idle workers on dead nodes; stop the least recently used idle ones beyond ``slots``."""
+        """Forget idle workers on dead nodes; stop the least recently used idle ones beyond ``slots``.
+
+        A worker on a dead node died with it and is only forgotten: ``ray.kill`` waits for the GCS to
+        answer, and for an actor of a removed node it was seen to wait forever (the tournament hung in
+        ``slots()``, where no signal reaches it).
+        """
         with self._lock:
             self._locate()
             gone = [
@@ -354,7 +359,9 @@ class RayBackend:
                 (w for w in self._workers if not w.busy and w not in gone), key=lambda w: w.last_used
             )
             surplus = idle[: max(0, len(self._workers) - len(gone) - slots)]
-            for worker in (*gone, *surplus):
+            for worker in gone:
+                self._workers.remove(worker)
+            for worker in surplus:
                 self._workers.remove(worker)
                 ray.kill(worker.actor, no_restart=True)
 
@@ -495,8 +502,10 @@ class RayBackend:
         with self._lock:
             workers, self._workers = self._workers, []
             self._code = None
+        alive = {str(node["NodeID"]) for node in ray.nodes() if node.get("Alive")}
         for worker in workers:
-            ray.kill(worker.actor, no_restart=True)
+            if worker.node_id is None or worker.node_id in alive:  # see _prune: never kill on a dead node
+                ray.kill(worker.actor, no_restart=True)
         if self._owns_ray:
             ray.shutdown()
             self._owns_ray = False

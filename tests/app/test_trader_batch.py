@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections import Counter
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -27,12 +26,7 @@ CPU = torch.device("cpu")
 LEDGER_FIELDS = ("equity_usd", "cash_usd", "shares", "cost_usd", "traded_usd", "fill_price_usd")
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

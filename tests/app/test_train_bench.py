@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from unittest import mock
 
 import pytest
@@ -18,13 +17,7 @@ TINY = ("--envs", "4", "--assets", "3", "--sessions", "1", "--warmup-rounds", "0
 FAST_PEAK = ("--matmul-size", "64", "--matmul-repeats", "1")
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """Tiny shapes: one intra-op thread avoids threads spinning against each other on a busy box."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_cli_json_reports_a_full_round_with_the_default_agent() -> None:

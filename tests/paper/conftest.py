@@ -64,31 +64,13 @@ def minute_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import finpod
     from finpod.data.store import write_dataset
     from finpod.data.synth import synth_market
-    from finpod.spec import Spec
+    from tests.app.tiny import tiny_spec
 
     root = tmp_path_factory.mktemp("paper_minute_run")
     bars = synth_market(n_symbols=3, n_days=4, freq="1min", seed=4, start="2019-11-25")
     dataset = root / "data"
     write_dataset(bars, dataset, source="test", frequency="1min", adjustment="none", repairs={}, notes=[])
-    spec = Spec.from_dict(
-        {
-            "name": "tiny-minute",
-            "seed": 3,
-            "device": "cpu",
-            "frequency": "1min",
-            "universe": "all",
-            "benchmark_symbol": "SYN002",
-            "data": {"source": "dataset", "path": str(dataset)},
-            "segments": MINUTE_SEGMENTS,
-            "env": {"num_envs": 4, "horizon_bars": 20, "fee_rate": 0.001},
-            "agent": {"rollout_steps": 32, "hidden_sizes": [16], "num_minibatches": 2, "update_epochs": 2},
-            "tournament": {
-                "pool_size": 2,
-                "leaderboard_size": 3,
-                "budget_env_steps": 1536,
-                "budget_seconds": 600.0,
-                "ensemble_k": 2,
-            },
-        }
+    spec = tiny_spec(dataset).with_(
+        name="tiny-minute", frequency="1min", benchmark_symbol="SYN002", segments=MINUTE_SEGMENTS
     )
     return Path(finpod.run(spec, out=root / "reports", quiet=True).run_dir)

@@ -1,0 +1,178 @@
+"""finpod's CUDA env paths in one process: checks, throughput over N and modes, and a kernel profile.
+
+Runs what ``finpod bench env --device cuda`` runs (:func:`finpod.bench.env_bench.run_env_bench`),
+for every N and mode in one process, so torch is imported once and inductor's cache is shared:
+
+    PYTHONPATH=$PWD:$PWD/engine python scripts/gpu_bench.py check sweep profile --out DIR
+
+* ``check``: the CUDA env against the CPU env (same seed and actions; eager steps), and K-step
+  CUDA-graph replays (eager and compiled settlement) against eager CUDA steps, at M = 100.
+* ``sweep``: env steps/s and ``bandwidth_share`` for each N in ``--envs`` and each mode (eager,
+  compiled, graph, both); one JSON line per run in ``DIR/env_sweep.jsonl``, a table last.
+* ``profile``: torch.profiler's table of the CUDA kernels of eager (and compiled) steps at the
+  largest N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from finpod.bench.env_bench import random_walk_panel, run_env_bench
+from finpod.env import EnvConfig, GraphedRollout, TradingEnv
+
+MODES = {"eager": (False, False), "compiled": (True, False), "graph": (False, True), "both": (True, True)}
+"""Mode name -> (compile_step, cuda_graph)."""
+CUDA = torch.device("cuda")
+
+
+def _rel(ours: torch.Tensor, ref: torch.Tensor) -> float:
+    ours, ref = ours.double().cpu(), ref.double().cpu()
+    if not bool(torch.isfinite(ours).all()):
+        return float("nan")
+    return float((ours - ref).norm() / ref.norm().clamp_min(1e-300))
+
+
+def check(num_envs: int = 512, steps: int = 100) -> bool:
+    """CUDA eager vs CPU, graph replays vs eager CUDA steps; prints relative errors; True if all pass."""
+    panel = random_walk_panel(num_sessions=2, num_assets=100, num_features=12, seed=3)
+    config = EnvConfig(horizon_bars=64, half_spread_bps=5.0, max_participation=0.5)
+    generator = torch.Generator().manual_seed(1)
+    actions = torch.rand(steps, num_envs, 101, generator=generator)
+    cpu = TradingEnv(panel, "train", config, num_envs, seed=1, device="cpu")
+    gpu = TradingEnv(panel, "train", config, num_envs, seed=1, device=CUDA)
+    worst: dict[str, float] = {}
+    for k in range(steps):
+        c_obs, c_rew, _, c_tr, _ = cpu.step(actions[k])
+        g_obs, g_rew, _, g_tr, _ = gpu.step(actions[k].to(CUDA))
+        worst["cpu_vs_cuda reward"] = max(worst.get("cpu_vs_cuda reward", 0.0), _rel(g_rew, c_rew))
+        worst["cpu_vs_cuda obs"] = max(worst.get("cpu_vs_cuda obs", 0.0), _rel(g_obs, c_obs))
+        assert torch.equal(c_tr, g_tr.cpu()), f"truncation differs at step {k}"
+    worst["cpu_vs_cuda equity"] = _rel(gpu.equity_usd, cpu.equity_usd)
+    ok = all(v < 1e-5 for v in worst.values())
+    for compiled in (False, True):
+        graph_steps = 32
+        graphed = TradingEnv(panel, "train", config, num_envs, seed=2, device=CUDA, compile_step=compiled)
+        eager = TradingEnv(panel, "train", config, num_envs, seed=2, device=CUDA)
+        graph = GraphedRollout(graphed, graph_steps)
+        name = f"graph{'+compiled' if compiled else ''}_vs_eager"
+        errors = {"reward": 0.0, "cost": 0.0}
+        for replay in range(3):  # 96 steps: crosses episode ends (horizon 64)
+            block = torch.rand(graph_steps, num_envs, 101, device=CUDA)
+            graph.actions.copy_(block)
+            graph.replay()
+            for k in range(graph_steps):
+                _, reward, _, truncated, info = eager.step(block[k])
+                errors["reward"] = max(errors["reward"], _rel(graph.rewards[k], reward))
+                errors["cost"] = max(errors["cost"], _rel(graph.cost_usd[k], info["cost_usd"]))
+                assert torch.equal(graph.truncated[k], truncated), f"{name}: truncation, replay {replay}"
+        for field, ours, theirs in zip(graphed.state._fields, graphed.state, eager.state, strict=True):
+            errors[f"state.{field}"] = _rel(ours, theirs)
+        for key, value in errors.items():
+            worst[f"{name} {key}"] = value
+        ok = ok and all(v < 1e-4 for v in errors.values())
+    for key, value in worst.items():
+        print(f"check {key}: max relative error {value:.3e}", flush=True)
+    print(f"check: {'PASS' if ok else 'FAIL'}", flush=True)
+    return ok
+
+
+def sweep(envs: list[int], modes: list[str], steps: int, out: Path) -> None:
+    """Every (N, mode) through run_env_bench; JSON lines to ``out``, then a table."""
+    rows: list[tuple[int, str, str]] = []
+    with out.open("a") as sink:
+        for n in envs:
+            for mode in modes:
+                compile_step, cuda_graph = MODES[mode]
+                began = time.perf_counter()
+                try:
+                    result = run_env_bench(
+                        num_envs=n,
+                        num_assets=100,
+                        num_features=12,
+                        num_sessions=10,
+                        steps=steps,
+                        warmup_steps=20,
+                        numpy_steps=200,
+                        device=CUDA,
+                        compile_step=compile_step,
+                        seed=0,
+                        cuda_graph=cuda_graph,
+                        bandwidth_mib=1024,
+                    )
+                except Exception:
+                    traceback.print_exc()
+                    rows.append((n, mode, "FAILED"))
+                    continue
+                record = {"mode": mode, "wall_s": time.perf_counter() - began, **result.to_json_dict()}
+                sink.write(json.dumps(record) + "\n")
+                sink.flush()
+                line = (
+                    f"{result.env_steps_per_second / 1e6:9.2f}M steps/s  "
+                    f"{result.achieved_bytes_per_second / 1e9:7.1f} GB/s  "
+                    f"share {100 * result.bandwidth_share:5.2f}% "
+                    f"of {result.copy_bytes_per_second / 1e12:.2f} TB/s  "
+                    f"warm-up {result.warmup_seconds:6.1f} s  peak {result.peak_memory_bytes / 2**30:.2f} GiB"
+                )
+                rows.append((n, mode, line))
+                print(f"sweep N={n} {mode}: {line}", flush=True)
+                torch.cuda.empty_cache()
+    print("\n| N | mode | result |")
+    for n, mode, line in rows:
+        print(f"| {n} | {mode} | {line} |")
+
+
+def profile(num_envs: int, steps: int) -> None:
+    """torch.profiler tables of eager and compiled steps at ``num_envs`` (CUDA kernels by total time)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    panel = random_walk_panel(num_sessions=10, num_assets=100, num_features=12, seed=0)
+    config = EnvConfig(horizon_bars=390)
+    for compiled in (False, True):
+        env = TradingEnv(panel, "train", config, num_envs, seed=0, device=CUDA, compile_step=compiled)
+        actions = torch.rand(num_envs, env.action_dim, device=CUDA)
+        for _ in range(5):
+            env.step(actions)
+        torch.cuda.synchronize()
+        with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                env.step(actions)
+            torch.cuda.synchronize()
+        print(f"\nprofile: N={num_envs}, {steps} steps, compiled={compiled}", flush=True)
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("parts", nargs="+", choices=("check", "sweep", "profile"))
+    parser.add_argument("--envs", default="1024,4096,16384", help="comma-separated N of the sweep")
+    parser.add_argument("--modes", default="eager,graph,compiled,both", help="comma-separated modes")
+    parser.add_argument("--steps", type=int, default=2000, help="timed steps per run")
+    parser.add_argument("--profile-steps", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=Path("."))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    envs = [int(n) for n in args.envs.split(",")]
+    print(torch.__version__, torch.cuda.get_device_name(), flush=True)
+    for part in args.parts:
+        began = time.perf_counter()
+        try:
+            if part == "check":
+                check()
+            elif part == "sweep":
+                sweep(envs, args.modes.split(","), args.steps, args.out / "env_sweep.jsonl")
+            else:
+                profile(max(envs), args.profile_steps)
+        except Exception:
+            traceback.print_exc()
+        print(f"[{part}: {time.perf_counter() - began:.1f} s]", flush=True)
+
+
+if __name__ == "__main__":
+    main()

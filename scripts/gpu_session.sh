@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine (the repo's root, carried wheels in .whl/): checks, env sweep,
+# profile, PPO bench, the demo on CUDA and the CUDA tests, each timed and bounded, all output
+# under $OUT (log, env_sweep.jsonl, train.json, demo.json). Parts: a list of names (default all).
+set -u
+OUT=${OUT:-/tmp/gpu_out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 FINPOD_HOME=/tmp/finpod_home
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+fi
+export PYTHONPATH=/tmp/site:$PWD:$PWD/engine
+PARTS=${*:-"smi imports graph_test bench_fast train bench_compiled demo cuda_tests"}
+part() {  # name, time limit (s), command...
+  local name=$1 limit=$2 began
+  shift 2
+  case " $PARTS " in *" $name "*) ;; *) return ;; esac
+  echo "=== $name: $*"
+  began=$(date +%s.%N)
+  timeout "$limit" "$@"
+  echo "=== $name rc=$? $(python3 -c "print(round($(date +%s.%N) - $began, 1))") s"
+}
+part smi 20 nvidia-smi
+part imports 60 python3 -c "import torch, finpod.cli, gymnasium, pydantic, exchange_calendars, empyrical, alpaca, pyfolio; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())"
+part graph_test 90 python3 -m pytest tests/env/test_compiled.py -k cuda_graph -q -p no:cacheprovider
+part bench_fast 170 python3 scripts/gpu_bench.py check sweep profile --modes eager,graph --out "$OUT"
+part train 100 sh -c "python3 -m finpod bench train --device cuda --envs 4096 --assets 100 --json > $OUT/train.json; s=\$?; cat $OUT/train.json; exit \$s"
+part bench_compiled 130 python3 scripts/gpu_bench.py sweep --modes compiled,both --out "$OUT"
+part demo 130 sh -c "python3 -m finpod run strategies/demo.toml --set device=cuda --out /tmp/demo --json > $OUT/demo.json; s=\$?; head -c 3000 $OUT/demo.json; exit \$s"
+part cuda_tests 100 python3 -m pytest -q -p no:cacheprovider --durations=5 tests/env/test_compiled.py tests/env/test_bench.py tests/app/test_inputs.py tests/app/test_train_bench.py tests/data/test_bench_data.py tests/engine/test_ppo.py

@@ -19,7 +19,7 @@ import torch
 from finpod.env.accounting import execute_orders, share_delta_to_orders, weights_to_orders
 from finpod.env.config import EnvConfig
 from finpod.env.market import BUY_CAP_ROW, CLOSE_ROW, FILL_ROW, SELL_CAP_ROW, Market
-from finpod.env.observation import fill_observation
+from finpod.env.observation import fill_observation, template_rows
 from finpod.env.rewards import step_reward
 from finpod.env.state import MONEY_DTYPE, EnvState, restart_where
 
@@ -58,7 +58,7 @@ def observe(market: Market, state: EnvState) -> torch.Tensor:
     """Observations ``(N, D)`` of every env at its current bar ``state.t``."""
     close = market.bars[:, CLOSE_ROW].index_select(0, state.t)
     return fill_observation(
-        market.obs_template.index_select(0, state.t),
+        template_rows(market.obs_template, state.t),
         holdings_usd=state.shares * close,
         cash_usd=state.cash_usd,
         equity_usd=state.equity_usd,
@@ -143,7 +143,7 @@ def _trade(
     else:
         done = settle_fn(actions, state.cash_usd, state.shares, state.equity_usd, bar)
     final_obs = fill_observation(
-        market.obs_template.index_select(0, next_bar),
+        template_rows(market.obs_template, next_bar),
         holdings_usd=done.holdings_usd,
         cash_usd=done.cash_usd,
         equity_usd=done.equity_usd,
@@ -213,7 +213,7 @@ def step(
     done = output.truncated
     new_state = restart_where(market, stepped, done, config.initial_cash_usd)
     obs = fill_observation(
-        market.obs_template.index_select(0, new_state.t),
+        template_rows(market.obs_template, new_state.t),
         holdings_usd=torch.where(done.unsqueeze(1), 0.0, holdings_usd),
         cash_usd=new_state.cash_usd,
         equity_usd=new_state.equity_usd,

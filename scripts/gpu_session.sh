@@ -11,6 +11,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH=/tmp/site:$PWD:$PWD/engine
 PARTS=${*:-"smi imports graph_test bench_fast train bench_compiled demo cuda_tests"}
+ENVS=${ENVS:-1024,4096,16384}  # N of the env sweep
 part() {  # name, time limit (s), command...
   local name=$1 limit=$2 began
   shift 2
@@ -23,8 +24,13 @@ part() {  # name, time limit (s), command...
 part smi 20 nvidia-smi
 part imports 60 python3 -c "import torch, finpod.cli, gymnasium, pydantic, exchange_calendars, empyrical, alpaca, pyfolio; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())"
 part graph_test 90 python3 -m pytest tests/env/test_compiled.py -k cuda_graph -q -p no:cacheprovider
-part bench_fast 170 python3 scripts/gpu_bench.py check sweep profile --modes eager,graph --out "$OUT"
+part bench_fast 170 python3 scripts/gpu_bench.py check sweep profile --envs "$ENVS" --modes eager,graph --out "$OUT"
 part train 100 sh -c "python3 -m finpod bench train --device cuda --envs 4096 --assets 100 --json > $OUT/train.json; s=\$?; cat $OUT/train.json; exit \$s"
-part bench_compiled 130 python3 scripts/gpu_bench.py sweep --modes compiled,both --out "$OUT"
+# the same with TF32 matmuls (torch.set_float32_matmul_precision("high")): what they would give, not a default
+part train_tf32 100 python3 -c "import sys, torch; torch.set_float32_matmul_precision('high'); from finpod.cli import main; main()" bench train --device cuda --envs 4096 --assets 100 --json
+part bench_compiled 130 python3 scripts/gpu_bench.py sweep --envs "$ENVS" --modes compiled,both --out "$OUT"
 part demo 130 sh -c "python3 -m finpod run strategies/demo.toml --set device=cuda --out /tmp/demo --json > $OUT/demo.json; s=\$?; head -c 3000 $OUT/demo.json; exit \$s"
-part cuda_tests 100 python3 -m pytest -q -p no:cacheprovider --durations=5 tests/env/test_compiled.py tests/env/test_bench.py tests/app/test_inputs.py tests/app/test_train_bench.py tests/data/test_bench_data.py tests/engine/test_ppo.py
+# the CPU-inductor test of test_compiled.py (CPU only) is left to CI: with it the first run printed nothing in 100 s
+part cuda_tests 150 python3 -m pytest -q -p no:cacheprovider --timeout=60 --durations=5 \
+  --deselect tests/env/test_compiled.py::test_compiled_step_matches_the_eager_step \
+  tests/env/test_compiled.py tests/env/test_template_rows.py tests/env/test_bench.py tests/app/test_inputs.py tests/app/test_train_bench.py tests/data/test_bench_data.py tests/engine/test_ppo.py

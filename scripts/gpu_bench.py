@@ -9,8 +9,8 @@ for every N and mode in one process, so torch is imported once and inductor's ca
   CUDA-graph replays (eager and compiled settlement) against eager CUDA steps, at M = 100.
 * ``sweep``: env steps/s and ``bandwidth_share`` for each N in ``--envs`` and each mode (eager,
   compiled, graph, both); one JSON line per run in ``DIR/env_sweep.jsonl``, a table last.
-* ``profile``: torch.profiler's table of the CUDA kernels of eager (and compiled) steps at the
-  largest N.
+* ``profile``: torch.profiler's table of the CUDA kernels of eager (and compiled) steps at
+  ``--profile-envs``.
 """
 
 from __future__ import annotations
@@ -155,6 +155,7 @@ def main() -> None:
     parser.add_argument("--modes", default="eager,graph,compiled,both", help="comma-separated modes")
     parser.add_argument("--steps", type=int, default=2000, help="timed steps per run")
     parser.add_argument("--profile-steps", type=int, default=20)
+    parser.add_argument("--profile-envs", type=int, default=16384, help="N of the profile")
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -168,7 +169,7 @@ def main() -> None:
             elif part == "sweep":
                 sweep(envs, args.modes.split(","), args.steps, args.out / "env_sweep.jsonl")
             else:
-                profile(max(envs), args.profile_steps)
+                profile(args.profile_envs, args.profile_steps)
         except Exception:
             traceback.print_exc()
         print(f"[{part}: {time.perf_counter() - began:.1f} s]", flush=True)

@@ -9,6 +9,10 @@ for every N and mode in one process, so torch is imported once and inductor's ca
   CUDA-graph replays (eager and compiled settlement) against eager CUDA steps, at M = 100.
 * ``sweep``: env steps/s and ``bandwidth_share`` for each N in ``--envs`` and each mode (eager,
   compiled, graph, both); one JSON line per run in ``DIR/env_sweep.jsonl``, a table last.
+* ``train_profile``: a PPO round of ``finpod bench train`` (N = 4096) split into collect and
+  learn, with and without TF32 matmuls, and the profiler's tables of each.
+* ``gather``: the observation-template row gather, float32 ``index_select`` against
+  :func:`~finpod.env.observation.template_rows`, timed with CUDA events (median).
 * ``profile``: torch.profiler's table of the CUDA kernels of eager (and compiled) steps at
   ``--profile-envs``.
 """
@@ -148,9 +152,77 @@ def profile(num_envs: int, steps: int) -> None:
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70))
 
 
+def gather(envs: list[int], repeats: int = 200) -> None:
+    """The template gather at M = 100 (D = 1302): float32 ``index_select`` vs :func:`template_rows`."""
+    from finpod.env.observation import template_rows
+
+    template = torch.randn(3900, 1302, device=CUDA)
+    for n in envs:
+        bars = torch.randint(0, 3900, (n,), device=CUDA)
+        assert torch.equal(template_rows(template, bars), template.index_select(0, bars))
+        for name, fn in (("float32 index_select", template.index_select), ("template_rows", None)):
+            times = []
+            for _ in range(repeats):
+                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                rows = template_rows(template, bars) if fn is None else fn(0, bars)
+                stop.record()
+                stop.synchronize()
+                times.append(start.elapsed_time(stop) * 1e3)
+            median = sorted(times)[len(times) // 2]
+            gbps = rows.numel() * 4 * 2 / median / 1e3
+            print(f"gather N={n} {name}: median {median:.1f} us ({gbps:.0f} GB/s read+written)", flush=True)
+
+
+def train_profile(num_envs: int, rounds: int = 2) -> None:
+    """Where a PPO round of ``finpod bench train`` goes: collect vs learn wall time, GPU kernel time."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from podracer.ppo import PPOAgent, PPOConfig
+
+    panel = random_walk_panel(num_sessions=10, num_assets=100, num_features=12, seed=0)
+    env = TradingEnv(panel, "train", EnvConfig(), num_envs, seed=0, device=CUDA)
+    agent = PPOAgent(
+        env.obs_dim, env.action_dim, env.action_low, env.action_high, PPOConfig(), CUDA, 0, layout=env.layout
+    )
+    agent.train_round(env)
+    for tf32 in (False, True):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        for _ in range(rounds):
+            torch.cuda.synchronize()
+            began = time.perf_counter()
+            rollout, _ = agent.collect(env)
+            torch.cuda.synchronize()
+            collected = time.perf_counter()
+            agent.learn(rollout)
+            torch.cuda.synchronize()
+            done = time.perf_counter()
+            print(
+                f"train_profile N={num_envs} tf32={tf32}: collect {collected - began:.3f} s, "
+                f"learn {done - collected:.3f} s",
+                flush=True,
+            )
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for name in ("collect", "learn"):
+        rollout = agent.collect(env)[0]
+        torch.cuda.synchronize()
+        with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            began = time.perf_counter()
+            if name == "collect":
+                agent.collect(env)
+            else:
+                agent.learn(rollout)
+            torch.cuda.synchronize()
+            wall = time.perf_counter() - began
+        print(f"\ntrain_profile {name}: wall {wall:.3f} s, profiled", flush=True)
+        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+        print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("parts", nargs="+", choices=("check", "sweep", "profile"))
+    parser.add_argument("parts", nargs="+", choices=("check", "sweep", "profile", "train_profile", "gather"))
     parser.add_argument("--envs", default="1024,4096,16384", help="comma-separated N of the sweep")
     parser.add_argument("--modes", default="eager,graph,compiled,both", help="comma-separated modes")
     parser.add_argument("--steps", type=int, default=2000, help="timed steps per run")
@@ -168,8 +240,12 @@ def main() -> None:
                 check()
             elif part == "sweep":
                 sweep(envs, args.modes.split(","), args.steps, args.out / "env_sweep.jsonl")
-            else:
+            elif part == "gather":
+                gather(envs)
+            elif part == "profile":
                 profile(args.profile_envs, args.profile_steps)
+            else:
+                train_profile(4096)
         except Exception:
             traceback.print_exc()
         print(f"[{part}: {time.perf_counter() - began:.1f} s]", flush=True)

@@ -2,6 +2,12 @@
 # One call on a lent GPU machine (the repo's root, carried wheels in .whl/): checks, env sweep,
 # profile, PPO bench, the demo on CUDA and the CUDA tests, each timed and bounded, all output
 # under $OUT (log, env_sweep.jsonl, train.json, demo.json). Parts: a list of names (default all).
+# The H100 image had torch, numpy, pandas, matplotlib, pytest; finpod's other dependencies travel as
+# cp312 manylinux wheels in .whl/ (pip download --no-deps --only-binary=:all: --python-version 3.12,
+# the constraints.txt versions): gymnasium Farama-Notifications empyrical-reloaded Bottleneck
+# pyfolio-reloaded ipython ipython_pygments_lexers traitlets alpaca-py sseclient-py websockets
+# exchange_calendars pyluach korean_lunar_calendar tzdata pytz pydantic pydantic_core annotated-types
+# typing-inspection tomli_w.
 set -u
 OUT=${OUT:-/tmp/gpu_out}
 mkdir -p "$OUT"
@@ -10,7 +16,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
 export PYTHONPATH=/tmp/site:$PWD:$PWD/engine
-PARTS=${*:-"smi imports graph_test bench_fast train bench_compiled demo cuda_tests"}
+PARTS=${*:-"smi imports graph_test bench_fast train train_tf32 bench_compiled demo cuda_tests"}
 ENVS=${ENVS:-1024,4096,16384}  # N of the env sweep
 part() {  # name, time limit (s), command...
   local name=$1 limit=$2 began

@@ -6,9 +6,11 @@ half is the timed segment), makes PPO agents shaped like the reference minute sp
 
 * a validation score of one snapshot, as one continuous pass (exact) and as the spec's chunks
   (``--chunks`` contiguous chunks side by side, ``--warmup-bars`` warm-up each), and
-* the backtest of the traders ``best`` + ``ensemble_top4`` and the baselines (one continuous
-  batched pass; the five networks as one stacked pass), and with ``--compare-unstacked`` the same
-  backtest with each trader (and each ensemble member) called on its own row, as before stacking,
+* the backtest of the traders ``best`` + ``ensemble_top4`` and the baselines (the traders run ahead,
+  many bars at a time while their accounts hold: :mod:`finpod.backtest.run_ahead`); with
+  ``--compare-stepped`` the same backtest bar by bar (the five networks as one stacked pass), and
+  with ``--compare-unstacked`` bar by bar with each trader (and each ensemble member) called on its
+  own row, as before stacking; each comparison reports how far its ledgers are from run-ahead's,
 
 then prints each as seconds per minute-bar year (seconds per bar x 98,280 = 252 sessions x 390
 minutes), wall and process CPU time, with the box's load average. ``--days 504`` times a whole year directly.
@@ -19,6 +21,7 @@ Run from the repository root:  python scripts/minute_eval_bench.py --days 504 --
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -69,6 +72,15 @@ def main() -> None:
     parser.add_argument("--warmup-bars", type=int, default=390, help="warm-up bars of each chunk")
     parser.add_argument("--skip-continuous", action="store_true", help="skip the continuous validation")
     parser.add_argument(
+        "--rebalance-band",
+        type=float,
+        default=None,
+        help="override the spec's band (0: the traders trade on nearly every bar, run-ahead's worst case)",
+    )
+    parser.add_argument(
+        "--compare-stepped", action="store_true", help="also time the backtest bar by bar (stacked pass)"
+    )
+    parser.add_argument(
         "--compare-unstacked", action="store_true", help="also time the backtest with one call per trader"
     )
     args = parser.parse_args()
@@ -83,6 +95,8 @@ def main() -> None:
     )
     spec = Spec.from_toml(Path(finpod.__file__).parent / "strategies" / "nasdaq100_minute.toml")
     config = env_config(spec, random_start=False)
+    if args.rebalance_band is not None:
+        config = dataclasses.replace(config, rebalance_band=args.rebalance_band)
     probe = TradingEnv(panel, "train", env_config(spec, random_start=True), 1, 0, cpu)
     make = agent_factory(probe, cpu)
     agents = [make(ppo_config_from(spec.agent), seed) for seed in range(ENSEMBLE_K)]
@@ -93,6 +107,7 @@ def main() -> None:
     start, stop = panel.segment("validation")
     scale = BARS_PER_YEAR / (stop - start)
     result: dict[str, Any] = {"bars_timed": stop - start, "process_threads": args.threads, "symbols": SYMBOLS}
+    result["rebalance_band"] = config.rebalance_band
     result["load_average_before"] = os.getloadavg()
     chunked_s, chunked = _timed(
         "validation_chunked",
@@ -108,19 +123,29 @@ def main() -> None:
         )
         result["validation_continuous_s_per_year"] = round(continuous_s * scale, 1)
         result["validation_continuous_score"] = round(continuous, 4)
-    backtest_s, stacked = _timed(
+    backtest_s, ahead = _timed(
         "backtest", lambda: runner.run_backtest(panel, "validation", config, traders, cpu)
     )
     result["backtest_s_per_year"] = round(backtest_s * scale, 1)
-    result["backtest_steps_by_threads"] = stacked.steps_by_threads
-    if args.compare_unstacked:
-        plain = {name: _unstacked(policy) for name, policy in traders.items()}
-        unstacked_s, unstacked = _timed(
-            "backtest_unstacked", lambda: runner.run_backtest(panel, "validation", config, plain, cpu)
+    result["backtest_steps_by_threads"] = ahead.steps_by_threads
+    result["trades_per_trader"] = {
+        name: int((ahead.traders[name].transactions["amount"] != 0).sum()) for name in traders
+    }
+    comparisons = {"stepped": args.compare_stepped, "unstacked": args.compare_unstacked}
+    for kind in (kind for kind, wanted in comparisons.items() if wanted):
+        plain = {
+            name: policy if kind == "stepped" else _unstacked(policy) for name, policy in traders.items()
+        }
+        seconds, other = _timed(
+            f"backtest_{kind}",
+            lambda plain=plain: runner.run_backtest(panel, "validation", config, plain, cpu, ahead=False),
         )
-        result["backtest_unstacked_s_per_year"] = round(unstacked_s * scale, 1)
-        same = all(stacked.traders[name].returns.equals(unstacked.traders[name].returns) for name in traders)
-        result["unstacked_returns_identical"] = same
+        result[f"backtest_{kind}_s_per_year"] = round(seconds * scale, 1)
+        gaps = [
+            float((ahead.traders[name].equity_usd / other.traders[name].equity_usd - 1.0).abs().max())
+            for name in traders
+        ]
+        result[f"backtest_{kind}_max_equity_gap"] = max(gaps)
     result["cpu_s_per_year"] = {name: round(seconds * scale, 1) for name, seconds in CPU_SECONDS.items()}
     result["load_average_after"] = os.getloadavg()
     print(json.dumps(result, indent=2))

@@ -21,7 +21,7 @@ import math
 import numpy as np
 import torch
 
-from finpod.backtest.runner import threads_for, torch_threads
+from finpod.backtest.threads import threads_for, torch_threads
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv

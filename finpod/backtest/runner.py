@@ -6,9 +6,8 @@ observes bar t at its close and fills at bar t+1, so a segment of ``n`` bars tak
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import torch
@@ -17,7 +16,10 @@ from finpod.backtest.baselines import cash_ledger, equal_weight_ledger, market_l
 from finpod.backtest.pyfolio_format import Ledger, ledger_to_result
 from finpod.backtest.recorder import LedgerRecorder, backtest_config
 from finpod.backtest.result import BacktestResult, TraderResult
+from finpod.backtest.run_ahead import THREADS as AHEAD_THREADS
+from finpod.backtest.run_ahead import run_ahead, runs_ahead
 from finpod.backtest.thread_tuner import ThreadTuner
+from finpod.backtest.threads import threads_for, torch_threads
 from finpod.backtest.trader_batch import TraderBatch
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
@@ -26,29 +28,6 @@ from podracer.api import Policy
 
 BACKTEST_SEED = 0
 """The backtest env is deterministic; the seed only satisfies the env's signature."""
-
-
-SMALL_BATCH_ROWS = 256
-"""Below this many rows a forward pass or env step is too small for a second torch thread to pay off
-(on a 2-core CPU one pass of a 512-wide MLP on one row took 1,235 us with 2 threads, 201 us with 1)."""
-
-
-def threads_for(rows: int) -> int:
-    """Torch intra-op threads for work on ``rows`` rows: 1 for small batches, else the process's."""
-    return 1 if rows < SMALL_BATCH_ROWS else torch.get_num_threads()
-
-
-@contextlib.contextmanager
-def torch_threads(threads: int) -> Iterator[None]:
-    """Run the block with ``threads`` torch intra-op threads, then restore the previous setting."""
-    before = torch.get_num_threads()
-    if threads != before:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        if torch.get_num_threads() != before:
-            torch.set_num_threads(before)
 
 
 def run_policy(panel: Panel, segment: str, config: EnvConfig, policy: Policy, device: torch.device) -> Ledger:
@@ -74,8 +53,58 @@ def run_policies(
     policies: Sequence[Policy],
     device: torch.device,
     threads_used: Counter[int] | None = None,
+    ahead: bool = True,
 ) -> list[Ledger]:
-    """Trade every policy over segment ``segment`` in ONE env pass with ``N = len(policies)`` envs.
+    """Trade every policy over segment ``segment``; one ledger each.
+
+    A frozen flat-MLP policy, or an ensemble of them, runs ahead when the config lets accounts hold
+    (:mod:`finpod.backtest.run_ahead`: many bars at a time while its account holds, one torch thread;
+    :func:`worth_running_ahead`); every other policy steps bar by bar with the rest
+    (:func:`step_policies`). Each ledger is the one that policy gives alone.
+
+    Args:
+        panel: the market (any device).
+        segment: ``"validation"`` or ``"backtest"``.
+        config: env settings (costs, limits, action mode); start and horizon are overridden.
+        policies: deterministic observations ``(B, D)`` -> actions ``(B, A)``, one per trader.
+        device: where the env and policies run.
+        threads_used: if given, the bars run at each torch thread count are added to it.
+        ahead: let the policies that can run ahead do so (False: all step bar by bar).
+
+    Returns:
+        One ledger per policy, in order; row 0 (the first bar) is all cash.
+    """
+    ledgers: dict[int, Ledger] = {}
+    ahead = ahead and worth_running_ahead(config)
+    stepped = [index for index, policy in enumerate(policies) if not (ahead and runs_ahead(policy))]
+    for index, policy in enumerate(policies):
+        if index not in stepped:
+            with torch_threads(AHEAD_THREADS):
+                ledgers[index] = run_ahead(panel, segment, config, policy, device)
+            if threads_used is not None:
+                threads_used[AHEAD_THREADS] += ledgers[index].equity_usd.shape[0] - 1
+    if stepped:
+        each = step_policies(panel, segment, config, [policies[i] for i in stepped], device, threads_used)
+        ledgers.update(zip(stepped, each, strict=True))
+    return [ledgers[index] for index in range(len(policies))]
+
+
+def worth_running_ahead(config: EnvConfig) -> bool:
+    """Whether accounts can hold from bar to bar under ``config``: target weights with a rebalance
+    band. Without a band (or with share orders) a continuous policy trades on every bar, where
+    running ahead keeps one bar per block and costs about twice the bar-by-bar pass."""
+    return config.action_mode == "weights" and config.rebalance_band > 0.0
+
+
+def step_policies(
+    panel: Panel,
+    segment: str,
+    config: EnvConfig,
+    policies: Sequence[Policy],
+    device: torch.device,
+    threads_used: Counter[int] | None = None,
+) -> list[Ledger]:
+    """Trade every policy over segment ``segment`` bar by bar in ONE env pass with ``N = len(policies)`` envs.
 
     Env ``i`` is driven by ``policies[i]`` (its public act function, on row ``i`` of the
     observation batch), so the per-bar cost of the env is paid once for all policies; frozen
@@ -133,6 +162,7 @@ def run_backtest(
     config: EnvConfig,
     policies: Mapping[str, Policy],
     device: torch.device,
+    ahead: bool = True,
 ) -> BacktestResult:
     """Every trader in ``policies`` plus the baselines over one segment.
 
@@ -144,6 +174,7 @@ def run_backtest(
         policies: trader name -> deterministic policy, e.g. ``{"best": ..., "ensemble_top3": ...}``;
             they trade in one batched env pass (:func:`run_policies`).
         device: where the env and policies run.
+        ahead: let the traders that can run ahead do so (:func:`run_policies`).
 
     Returns:
         Traders first (in ``policies`` order), then ``equal_weight``, ``market`` (when the panel
@@ -153,7 +184,7 @@ def run_backtest(
     results: dict[str, TraderResult] = {}
     threads_used: Counter[int] = Counter()
     traders = list(policies.values())
-    ledgers = run_policies(panel, segment, config, traders, device, threads_used) if policies else []
+    ledgers = run_policies(panel, segment, config, traders, device, threads_used, ahead) if policies else []
     for name, ledger in zip(policies, ledgers, strict=True):
         results[name] = ledger_to_result(name, "trader", panel, ledger, cash_usd)
     baselines: dict[str, Ledger | None] = {

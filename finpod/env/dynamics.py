@@ -65,6 +65,36 @@ def observe(market: Market, state: EnvState) -> torch.Tensor:
     )
 
 
+def observe_holding(
+    market: Market, cash_usd: torch.Tensor, shares: torch.Tensor, bars: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """What one account would observe at each of ``bars`` if it traded nothing until then.
+
+    A step that sends no order leaves cash and shares bit for bit as they were, so the account at
+    each later bar differs only in its valuation: ``equity = cash + sum(shares x close)``, the
+    arithmetic of :func:`settle` and :func:`_trade` (which observe it after a step).
+
+    Args:
+        market: the panel's tables.
+        cash_usd: float64 ``(1,)`` the account's cash.
+        shares: float64 ``(1, M)`` its holdings.
+        bars: int64 ``(K,)`` bar indices.
+
+    Returns:
+        Observations ``(K, D)`` and equity float64 ``(K,)`` at each bar's close.
+    """
+    close = market.bars[:, CLOSE_ROW].index_select(0, bars).to(MONEY_DTYPE)
+    holdings_usd = shares * close
+    equity_usd = cash_usd + holdings_usd.sum(dim=1)
+    obs = fill_observation(
+        template_rows(market.obs_template, bars),
+        holdings_usd=holdings_usd,
+        cash_usd=cash_usd.expand(bars.shape[0]),
+        equity_usd=equity_usd,
+    )
+    return obs, equity_usd
+
+
 class Settlement(NamedTuple):
     """The arithmetic of one bar's trades (``N`` envs, ``M`` assets)."""
 

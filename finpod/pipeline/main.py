@@ -31,7 +31,8 @@ from finpod.backtest.ensemble import (
     target_weights as target_weights,  # re-exported: finpod.paper reads it here
 )
 from finpod.backtest.result import BacktestResult
-from finpod.backtest.runner import run_backtest, threads_for
+from finpod.backtest.runner import run_backtest
+from finpod.backtest.threads import threads_for
 from finpod.consoles import text_console
 from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv

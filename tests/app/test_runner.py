@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from finpod.backtest.runner import SMALL_BATCH_ROWS, run_backtest, run_policies, run_policy, threads_for
+from finpod.backtest.runner import run_backtest, run_policies, run_policy
+from finpod.backtest.threads import SMALL_BATCH_ROWS, threads_for
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
 

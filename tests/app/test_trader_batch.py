@@ -1,4 +1,5 @@
-"""The traders' stacked pass and its measured thread count: the same ledgers as one call per trader."""
+"""The traders' stacked bar-by-bar pass and its measured thread count: the same ledgers as one call per
+trader (run-ahead, the default for these traders, is tested in test_run_ahead.py)."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def test_best_and_ensemble_run_as_one_stacked_pass_with_the_same_ledgers(panel: 
     assert batch.stacked.count == 4
     assert not TraderBatch(_unstacked(policies)).stacked
     config = EnvConfig(fee_rate=0.001)
-    stacked = runner.run_policies(panel, "validation", config, list(policies.values()), CPU)
+    stacked = runner.run_policies(panel, "validation", config, list(policies.values()), CPU, ahead=False)
     plain = runner.run_policies(panel, "validation", config, _unstacked(policies), CPU)
     _assert_same_ledgers(stacked, plain)
     assert float(np.ptp(stacked[0].traded_usd)) > 0
@@ -87,11 +88,11 @@ def test_a_pass_that_switches_thread_counts_gives_the_same_ledgers(
 ) -> None:
     policies = list(_policies(panel).values())
     config = EnvConfig(fee_rate=0.001)
-    one_thread = runner.run_policies(panel, "validation", config, policies, CPU)
+    one_thread = runner.run_policies(panel, "validation", config, policies, CPU, ahead=False)
     monkeypatch.setattr(runner, "ThreadTuner", functools.partial(ThreadTuner, probe_steps=3, period_steps=5))
     torch.set_num_threads(2)
     used: Counter[int] = Counter()
-    switching = runner.run_policies(panel, "validation", config, policies, CPU, used)
+    switching = runner.run_policies(panel, "validation", config, policies, CPU, used, ahead=False)
     assert set(used) == {1, 2}
     assert sum(used.values()) == len(one_thread[0].equity_usd) - 1
     assert torch.get_num_threads() == 2  # restored

@@ -128,8 +128,8 @@ def main() -> None:
     )
     result["backtest_s_per_year"] = round(backtest_s * scale, 1)
     result["backtest_steps_by_threads"] = ahead.steps_by_threads
-    result["trades_per_trader"] = {
-        name: int((ahead.traders[name].transactions["amount"] != 0).sum()) for name in traders
+    result["trade_bars_per_trader"] = {
+        name: int(ahead.traders[name].transactions.index.nunique()) for name in traders
     }
     comparisons = {"stepped": args.compare_stepped, "unstacked": args.compare_unstacked}
     for kind in (kind for kind, wanted in comparisons.items() if wanted):

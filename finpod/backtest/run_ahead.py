@@ -48,6 +48,11 @@ MIN_BARS = 1
 """The shortest block (after a trade on a block's first bar)."""
 MAX_BARS = 256
 """The longest block: the batch the policy sees at most."""
+PROBE_BARS = 1024
+"""Bars a trader runs ahead before :func:`run_ahead` may give up on it as a dense trader."""
+DENSE_SHARE = 0.2
+"""Above this share of bars with a trade, running ahead is slower than stepping bar by bar beside the
+other traders (measured: about even at a third of bars; `scripts/minute_eval_bench.py --rebalance-band`)."""
 THREADS = 1
 """Torch threads a run-ahead pass runs with (the caller sets them): fixed, so its numbers never depend
 on the machine's core count."""
@@ -81,7 +86,8 @@ def run_ahead(
     policy: Policy,
     device: torch.device,
     blocks: Counter[int] | None = None,
-) -> Ledger:
+    give_up_if_dense: bool = False,
+) -> Ledger | None:
     """Trade ``policy`` over segment ``segment`` once, many bars at a time; the account at every bar.
 
     Args:
@@ -92,9 +98,12 @@ def run_ahead(
             ``(K, A)``, row by row.
         device: where the env and policy run.
         blocks: if given, the number of blocks of each length is added to it.
+        give_up_if_dense: stop and return None once the account has changed on more than
+            :data:`DENSE_SHARE` of the bars run so far (checked from :data:`PROBE_BARS` bars on): the
+            bar-by-bar pass is faster for such a trader.
 
     Returns:
-        The ledger over the segment's bars; row 0 (the first bar) is all cash.
+        The ledger over the segment's bars (row 0, the first bar, is all cash), or None when it gave up.
 
     Raises:
         ValueError: ``policy`` does not act row by row.
@@ -108,7 +117,7 @@ def run_ahead(
     recorder = LedgerRecorder(panel, segment, config, device)
     last_bar = recorder.start + recorder.num_bars - 1
     cash, shares, bar = state.cash_usd, state.shares, int(state.t[0])
-    block = MIN_BARS
+    block, first_bar, changes = MIN_BARS, bar, 0
     with torch.inference_mode():
         while bar < last_bar:
             count = min(block, last_bar - bar)
@@ -138,6 +147,13 @@ def run_ahead(
             )
             cash, shares = done.cash_usd[kept - 1 : kept].clone(), done.shares[kept - 1 : kept].clone()
             bar += kept
+            changes += first_change < count
+            if (
+                give_up_if_dense
+                and bar - first_bar >= PROBE_BARS
+                and changes > DENSE_SHARE * (bar - first_bar)
+            ):
+                return None
             if blocks is not None:
                 blocks[count] += 1
             block = next_block_bars(kept, count)

@@ -60,7 +60,9 @@ def run_policies(
     A frozen flat-MLP policy, or an ensemble of them, runs ahead when the config lets accounts hold
     (:mod:`finpod.backtest.run_ahead`: many bars at a time while its account holds, one torch thread;
     :func:`worth_running_ahead`); every other policy steps bar by bar with the rest
-    (:func:`step_policies`). Each ledger is the one that policy gives alone.
+    (:func:`step_policies`), as does a trader found to trade on most bars after its first
+    :data:`~finpod.backtest.run_ahead.PROBE_BARS` (where stepping is faster). Each ledger is the one
+    that policy gives alone.
 
     Args:
         panel: the market (any device).
@@ -78,11 +80,16 @@ def run_policies(
     ahead = ahead and worth_running_ahead(config)
     stepped = [index for index, policy in enumerate(policies) if not (ahead and runs_ahead(policy))]
     for index, policy in enumerate(policies):
-        if index not in stepped:
-            with torch_threads(AHEAD_THREADS):
-                ledgers[index] = run_ahead(panel, segment, config, policy, device)
-            if threads_used is not None:
-                threads_used[AHEAD_THREADS] += ledgers[index].equity_usd.shape[0] - 1
+        if index in stepped:
+            continue
+        with torch_threads(AHEAD_THREADS):
+            ledger = run_ahead(panel, segment, config, policy, device, give_up_if_dense=True)
+        if ledger is None:  # it trades on most bars: it steps with the others
+            stepped.append(index)
+            continue
+        ledgers[index] = ledger
+        if threads_used is not None:
+            threads_used[AHEAD_THREADS] += ledger.equity_usd.shape[0] - 1
     if stepped:
         each = step_policies(panel, segment, config, [policies[i] for i in stepped], device, threads_used)
         ledgers.update(zip(stepped, each, strict=True))

@@ -10,7 +10,7 @@ import torch
 
 from finpod.backtest import runner
 from finpod.backtest.ensemble import ensemble_policy
-from finpod.backtest.run_ahead import MAX_BARS, MIN_BARS, next_block_bars, run_ahead, runs_ahead
+from finpod.backtest.run_ahead import DENSE_SHARE, MAX_BARS, MIN_BARS, next_block_bars, run_ahead, runs_ahead
 from finpod.data.panel import Panel
 from finpod.data.panel_builder import build_panel
 from finpod.data.synth import synth_market
@@ -83,6 +83,7 @@ def test_running_ahead_gives_the_bar_by_bar_ledgers(
         fee_rate=0.001, rebalance_band=band, whole_shares=whole_shares, max_participation=participation
     )
     ahead = [run_ahead(minute_panel, "validation", config, trader, CPU) for trader in traders]  # type: ignore[arg-type]
+    assert all(ledger is not None for ledger in ahead)
     stepped = runner.run_policies(minute_panel, "validation", config, traders, CPU, ahead=False)
     _assert_close_ledgers(ahead, stepped)
     bars = len(stepped[0].equity_usd)
@@ -95,6 +96,7 @@ def test_blocks_grow_while_the_account_holds_and_shrink_after_a_trade(minute_pan
     best = _traders(minute_panel)["best"]
     blocks: Counter[int] = Counter()
     ledger = run_ahead(minute_panel, "validation", EnvConfig(rebalance_band=0.03), best, CPU, blocks)
+    assert ledger is not None
     trades, bars = len(_trade_bars(ledger)), len(ledger.equity_usd)
     assert sum(length * count for length, count in blocks.items()) >= bars - 1  # every bar, some twice
     assert sum(blocks.values()) <= 2 * trades + bars // MIN_BARS
@@ -151,7 +153,7 @@ def test_traders_run_ahead_only_where_accounts_can_hold(
     traders = list(_traders(minute_panel).values())
     used: Counter[int] = Counter()
     ledgers = runner.run_policies(
-        minute_panel, "validation", EnvConfig(rebalance_band=0.03), traders, CPU, used
+        minute_panel, "validation", EnvConfig(rebalance_band=0.05), traders, CPU, used
     )
     assert used == Counter({1: 2 * (len(ledgers[0].equity_usd) - 1)})
     assert runner.worth_running_ahead(EnvConfig(rebalance_band=0.03))
@@ -163,3 +165,17 @@ def test_traders_run_ahead_only_where_accounts_can_hold(
 
     monkeypatch.setattr(runner, "run_ahead", refuse)
     runner.run_policies(minute_panel, "validation", EnvConfig(rebalance_band=0.0), traders, CPU)
+
+
+def test_a_trader_that_trades_on_most_bars_steps_instead(minute_panel: Panel) -> None:
+    """Running ahead gives up on a dense trader after PROBE_BARS bars; it then steps with the others."""
+    best = _traders(minute_panel)["best"]
+    dense, sparse = EnvConfig(rebalance_band=0.001), EnvConfig(rebalance_band=0.05)
+    assert run_ahead(minute_panel, "validation", dense, best, CPU, give_up_if_dense=True) is None  # type: ignore[arg-type]
+    assert run_ahead(minute_panel, "validation", sparse, best, CPU, give_up_if_dense=True) is not None  # type: ignore[arg-type]
+    used: Counter[int] = Counter()
+    ledger = runner.run_policies(minute_panel, "validation", dense, [best], CPU, used)[0]  # type: ignore[list-item]
+    stepped = runner.run_policies(minute_panel, "validation", dense, [best], CPU, ahead=False)[0]  # type: ignore[list-item]
+    for name in LEDGER_FIELDS:
+        np.testing.assert_array_equal(getattr(ledger, name), getattr(stepped, name), err_msg=name)
+    assert len(_trade_bars(ledger)) > DENSE_SHARE * len(ledger.equity_usd)

@@ -1,7 +1,7 @@
 """A backtest that steps a trader many bars at a time, on the bet that its account holds.
 
-At minute scale a trader with a rebalance band trades on few bars (about 0.1 % of them for the
-reference minute spec's agents), and stepping one bar at a time pays the fixed cost of a network
+At minute scale a trader with a rebalance band trades on few bars (0.1 to 0.3 % of them for the
+reference minute spec's agents, untrained and trained), and stepping one bar at a time pays the fixed cost of a network
 pass and an env step (about a hundred tiny ops) on every bar. Run-ahead instead takes the next
 ``K`` bars at once:
 

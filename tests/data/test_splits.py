@@ -10,7 +10,7 @@ import pytest
 
 from clirun import run_cli
 from finpod.data.importers import RAW_PRICES_NOTE, import_paths
-from finpod.data.splits import detect_splits, parse_ratio
+from finpod.data.splits import detect_splits, explain_bar, parse_ratio
 from finpod.data.store import read_dataset
 from finpod.data.synth import synth_market
 from finpod.errors import DataError
@@ -121,13 +121,49 @@ def test_each_common_ratio_is_detected(adjusted_minutes: pd.DataFrame, ratio: fl
     assert float(jump.ratio) == pytest.approx(ratio)
 
 
-def test_clean_bars_and_a_quiet_crash_are_not_splits(adjusted_minutes: pd.DataFrame) -> None:
+def test_clean_bars_and_a_quiet_crash_off_the_ratios_are_not_splits(adjusted_minutes: pd.DataFrame) -> None:
     assert detect_splits(adjusted_minutes, "1min") == []
     crash = adjusted_minutes.copy()
     session = crash["timestamp"].dt.tz_convert("America/New_York").dt.date.astype(str)
     later = (crash["symbol"] == "SYN000") & (session >= SPLIT_DAY)
-    crash.loc[later, PRICES] = crash.loc[later, PRICES] / 2.0  # -50 % overnight, volume unchanged
+    crash.loc[later, PRICES] = crash.loc[later, PRICES] / 1.7  # -41 % overnight, volume unchanged
     assert detect_splits(crash, "1min") == []
+
+
+def test_a_split_whose_volume_the_vendor_already_adjusted_is_found() -> None:
+    """Price /2 for good while the share volume stays where it was: the vendor split-adjusted the volume
+    but not the prices (AlphaVantage, so 53 of pooksoft's 136 listed splits; AAPL 2005-02-28)."""
+    bars = synth_market(1, 30, "1d", seed=4, start="2021-02-01")
+    split = bars.copy()
+    split.loc[15:, PRICES] = split.loc[15:, PRICES] / 2.0
+    (jump,) = detect_splits(split, "1d")
+    assert (jump.timestamp, jump.ratio) == (bars["timestamp"].iloc[15], 2)
+    news = split.copy()
+    news.loc[15, "volume"] = news.loc[15, "volume"] * 4.0  # a crash on news trades heavily
+    assert detect_splits(news, "1d") == []
+
+
+def test_explain_bar_names_the_rule_a_jump_fails() -> None:
+    bars = synth_market(1, 30, "1d", seed=4, start="2021-02-01")
+    split = bars.copy()
+    split.loc[15:, PRICES] = split.loc[15:, PRICES] / 2.0
+    assert explain_bar(split, "1d", 15) == "flagged"
+    news = split.copy()
+    news.loc[15, "volume"] = news.loc[15, "volume"] * 4.0
+    assert explain_bar(news, "1d", 15).startswith("spike: the first block traded x")
+    crash = bars.copy()
+    crash.loc[15:, PRICES] = crash.loc[15:, PRICES] / 1.7
+    assert explain_bar(crash, "1d", 15).startswith("price: previous close / open = 1.7")
+
+
+def test_a_gap_the_day_takes_back_is_not_a_split() -> None:
+    """The day opens at 2/3 of the close before but closes back near it (CTSH 2000-04-17)."""
+    bars = synth_market(1, 30, "1d", seed=4, start="2021-02-01")
+    gap = bars.copy()
+    gap.loc[15, ["open", "low"]] = gap.loc[14, "close"] / 1.5
+    gap.loc[15, "close"] = gap.loc[14, "close"] * 0.97
+    gap.loc[16, "open"] = gap.loc[15, "close"]
+    assert detect_splits(gap, "1d") == []
 
 
 def test_a_crash_on_news_volume_is_not_a_split() -> None:

@@ -8,7 +8,9 @@ fewer steps. Random actions come from a small pool drawn before timing, so the t
 env's, not a random-number generator's.
 
 Three modes on a GPU: eager steps, ``torch.compile``-d steps, and (the default there) replays of a
-CUDA graph of :data:`GRAPH_STEPS` steps (:class:`~finpod.env.GraphedRollout`). Memory-bandwidth use:
+CUDA graph of :data:`GRAPH_STEPS` steps (:class:`~finpod.env.GraphedRollout`: an advance-only graph
+when no episode ends within its steps, else one that autoresets on every step; the result counts
+the timed replays of each). Memory-bandwidth use:
 the bytes an env step must move (:func:`min_bytes_per_env_step`) times the steps per second, as a
 share of the device's measured copy bandwidth (:func:`copy_bandwidth`, a large device-to-device copy:
 the practical peak, as the PPO bench measures its matmul peak).
@@ -20,6 +22,7 @@ import math
 import resource
 import time
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -56,6 +59,9 @@ class EnvBenchResult:
         torch_threads: ``torch.get_num_threads()`` during the run (CPU).
         compiled: whether the step ran through ``torch.compile``.
         cuda_graph: whether the steps ran as replays of a CUDA graph (``GRAPH_STEPS`` steps each).
+        advance_graph_replays: timed replays of the advance-only graph (no episode ended in them).
+        step_graph_replays: timed replays of the graph that autoresets on every step (0 without
+            ``cuda_graph``).
         env_steps_per_second: ``N x K`` / timed wall seconds.
         seconds: timed wall seconds of the batched env.
         warmup_seconds: untimed warm-up (compilation included).
@@ -66,7 +72,9 @@ class EnvBenchResult:
         numpy_steps_per_second: its env steps per second.
         speedup: ``env_steps_per_second / numpy_steps_per_second``.
         min_bytes_per_env_step: the memory traffic one env step cannot avoid (see
-            :func:`min_bytes_per_env_step`).
+            :func:`min_bytes_per_env_step`), averaged over the timed steps: the steps of
+            ``step_graph_replays`` count as resetting ones. Eager and compiled steps count as
+            advance-only (they autoreset on one step in a horizon, 1 in 390 here).
         achieved_bytes_per_second: ``env_steps_per_second x min_bytes_per_env_step``, to compare
             with the device's memory bandwidth.
         copy_bytes_per_second: the device's measured copy bandwidth (bytes read plus written per
@@ -83,6 +91,8 @@ class EnvBenchResult:
     torch_threads: int
     compiled: bool
     cuda_graph: bool
+    advance_graph_replays: int
+    step_graph_replays: int
     env_steps_per_second: float
     seconds: float
     warmup_seconds: float
@@ -137,8 +147,10 @@ def min_bytes_per_env_step(num_assets: int, obs_dim: int, action_dim: int, every
 
     Reads the action (``A`` float32), the fill bar's row of the market table (``4 M`` float32), the
     holdings (``M`` float64) and one observation template row (``D`` float32); writes the holdings
-    (``M`` float64) and the observation (``D`` float32). A step that may autoreset (every step of a
-    CUDA graph) also reads a second template row and writes ``final_obs`` (``2 D`` float32 more).
+    (``M`` float64) and the observation (``D`` float32). A step that may autoreset (every step of
+    the general CUDA graph) also reads a second template row and writes ``final_obs`` (``2 D``
+    float32 more); an advance-only step (eager ones where no episode ends, the advance-only graph)
+    does not.
     Per-env scalars are left out.
     """
     float32s = action_dim + 4 * num_assets + 2 * obs_dim
@@ -190,10 +202,18 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _time_torch_env(
-    env: TradingEnv, steps: int, warmup_steps: int, seed: int, cuda_graph: bool
-) -> tuple[float, float, int]:
-    """Timed seconds, warm-up seconds and the steps timed (whole graphs with ``cuda_graph``)."""
+class _Timing(NamedTuple):
+    seconds: float
+    warmup_seconds: float
+    steps: int
+    """Steps timed (whole graphs with ``cuda_graph``)."""
+    advance_graph_replays: int = 0
+    step_graph_replays: int = 0
+    reset_steps: int = 0
+    """Timed steps that autoreset: those of the general graph's replays."""
+
+
+def _time_torch_env(env: TradingEnv, steps: int, warmup_steps: int, seed: int, cuda_graph: bool) -> _Timing:
     generator = torch.Generator(device=env.device).manual_seed(seed)
     shape = (ACTION_POOL_SIZE, env.num_envs, env.action_dim)
     pool = torch.rand(shape, generator=generator, device=env.device)
@@ -205,11 +225,14 @@ def _time_torch_env(
         graph.replay()
         _synchronize(env.device)
         warmup = time.perf_counter() - began
+        before = dict(graph.replays)
         began = time.perf_counter()
         for _ in range(replays):
             graph.replay()
         _synchronize(env.device)
-        return time.perf_counter() - began, warmup, replays * graph.actions.shape[0]
+        seconds = time.perf_counter() - began
+        advance, step = (graph.replays[kind] - before[kind] for kind in ("advance", "step"))
+        return _Timing(seconds, warmup, replays * graph.num_steps, advance, step, step * graph.num_steps)
     for k in range(warmup_steps):
         env.step(pool[k % ACTION_POOL_SIZE])
     _synchronize(env.device)
@@ -218,7 +241,7 @@ def _time_torch_env(
     for k in range(steps):
         env.step(pool[k % ACTION_POOL_SIZE])
     _synchronize(env.device)
-    return time.perf_counter() - began, warmup, steps
+    return _Timing(time.perf_counter() - began, warmup, steps)
 
 
 def _time_numpy_env(panel: Panel, config: EnvConfig, steps: int, seed: int) -> float:
@@ -277,7 +300,8 @@ def run_env_bench(
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     env = TradingEnv(panel, "train", config, num_envs, seed, device=device, compile_step=compile_step)
-    seconds, warmup_seconds, timed_steps = _time_torch_env(env, steps, warmup_steps, seed, cuda_graph)
+    timing = _time_torch_env(env, steps, warmup_steps, seed, cuda_graph)
+    seconds, timed_steps = timing.seconds, timing.steps
     numpy_seconds = _time_numpy_env(panel, config, numpy_steps, seed)
     if device.type == "cuda":
         peak = int(torch.cuda.max_memory_allocated(device))
@@ -285,7 +309,11 @@ def run_env_bench(
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KIB
     tensors = [env.market.bars, env.market.obs_template, *env.state]
     env_steps_per_second = num_envs * timed_steps / seconds
-    traffic = min_bytes_per_env_step(num_assets, env.obs_dim, env.action_dim, cuda_graph)
+    resetting, advancing = (
+        min_bytes_per_env_step(num_assets, env.obs_dim, env.action_dim, resets) for resets in (True, False)
+    )
+    reset_steps = timing.reset_steps
+    traffic = round((reset_steps * resetting + (timed_steps - reset_steps) * advancing) / timed_steps)
     numpy_steps_per_second = numpy_steps / numpy_seconds
     copy_bytes_per_second = copy_bandwidth(device, bandwidth_mib * MIB)
     return EnvBenchResult(
@@ -298,9 +326,11 @@ def run_env_bench(
         torch_threads=torch.get_num_threads(),
         compiled=compile_step,
         cuda_graph=cuda_graph,
+        advance_graph_replays=timing.advance_graph_replays,
+        step_graph_replays=timing.step_graph_replays,
         env_steps_per_second=env_steps_per_second,
         seconds=seconds,
-        warmup_seconds=warmup_seconds,
+        warmup_seconds=timing.warmup_seconds,
         peak_memory_bytes=peak,
         env_tensor_bytes=sum(t.element_size() * t.nelement() for t in tensors),
         numpy_steps=numpy_steps,

@@ -146,6 +146,11 @@ def env(
         f"env steps/s: {r.env_steps_per_second:,.0f} ({r.num_envs * r.steps:,} steps in {r.seconds:.2f} s; "
         f"warm-up {r.warmup_seconds:.1f} s)"
     )
+    if r.cuda_graph:
+        typer.echo(
+            f"CUDA-graph replays: {r.advance_graph_replays:,} advance-only (no episode ended in them), "
+            f"{r.step_graph_replays:,} with autoreset on every step"
+        )
     typer.echo(
         f"classic numpy env (1 env, Python loops over stocks): {r.numpy_steps_per_second:,.0f} steps/s "
         f"over {r.numpy_steps:,} steps -> speed-up {r.speedup:,.0f}x"

@@ -25,6 +25,17 @@ StepFn = Callable[[EnvState, torch.Tensor], tuple[EnvState, dynamics.StepOutput]
 """``(state, actions) -> (next state, outputs)`` with the env's config and market bound."""
 
 
+def episode_ends_within(steps_left: np.ndarray, num_steps: int) -> bool:
+    """Whether some env's episode ends within the next ``num_steps`` steps, by the host-side clock.
+
+    Args:
+        steps_left: int64 ``(N,)`` steps each env's episode has left, ``1 .. horizon`` (1: the next
+            step truncates it).
+        num_steps: the steps about to be taken, >= 1.
+    """
+    return bool((steps_left <= num_steps).any())
+
+
 class TradingEnv:
     """A batch of ``num_envs`` long-only portfolios trading ``M`` assets of one panel segment.
 
@@ -120,6 +131,19 @@ class TradingEnv:
         A driver that advances :attr:`state` with it must call :meth:`note_steps_taken` after.
         """
         return self._step_fn
+
+    @property
+    def advance_fn(self) -> StepFn:
+        """:attr:`step_fn` without the autoreset work (:func:`~finpod.env.dynamics.advance`).
+
+        Equal to :attr:`step_fn` bit for bit on steps where no episode ends; use it only when
+        :meth:`episode_ends_within` says none does.
+        """
+        return self._advance_fn
+
+    def episode_ends_within(self, num_steps: int) -> bool:
+        """Whether some env's episode ends within the next ``num_steps`` steps (host clock, no sync)."""
+        return episode_ends_within(self._steps_left, num_steps)
 
     def note_steps_taken(self, num_steps: int) -> None:
         """Advance the host-side episode clock by ``num_steps`` steps taken outside :meth:`step`.
@@ -217,8 +241,7 @@ class TradingEnv:
                 f"env actions must have shape ({self.num_envs}, {self.action_dim}), "
                 f"got {tuple(actions.shape)}"
             )
-        episodes_end = bool((self._steps_left == 1).any())
-        step_fn = self._step_fn if episodes_end else self._advance_fn
+        step_fn = self._step_fn if self.episode_ends_within(1) else self._advance_fn
         self.state, out = step_fn(self.state, actions.to(device=self.device, dtype=torch.float32))
         self.note_steps_taken(1)
         info = {

@@ -75,6 +75,7 @@ def test_bench_env_cli_reports_throughput_memory_and_speedup() -> None:
         report["env_steps_per_second"] * report["min_bytes_per_env_step"]
     )
     assert report["cuda_graph"] is False  # the CPU times plain steps
+    assert report["advance_graph_replays"] == report["step_graph_replays"] == 0
     assert report["copy_bytes_per_second"] > 0
     assert report["bandwidth_share"] == pytest.approx(
         report["achieved_bytes_per_second"] / report["copy_bytes_per_second"]

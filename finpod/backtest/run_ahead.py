@@ -1,9 +1,9 @@
 """A backtest that steps a trader many bars at a time, on the bet that its account holds.
 
 At minute scale a trader with a rebalance band trades on few bars (0.1 to 0.3 % of them for the
-reference minute spec's agents, untrained and trained), and stepping one bar at a time pays the fixed cost of a network
-pass and an env step (about a hundred tiny ops) on every bar. Run-ahead instead takes the next
-``K`` bars at once:
+reference minute spec's agents, untrained and trained), and stepping one bar at a time pays the
+fixed cost of a network pass and an env step (about a hundred tiny ops) on every bar. Run-ahead
+instead takes the next ``K`` bars at once:
 
 1. it observes each of them as the account would if it traded nothing until then
    (:func:`~finpod.env.dynamics.observe_holding`: a step without orders leaves cash and shares bit

@@ -58,8 +58,10 @@ from finpod.pipeline.training import (
     agent_factory,
     base_agent_config,
     check_horizon,
+    cuda_matmul_precision,
     deterministic_policy,
     env_config,
+    precision_agent_factory,
     validation_score,
 )
 from finpod.report import metrics_table, write_report
@@ -245,8 +247,10 @@ def train(
         )
 
     base = base_agent_config(spec)
+    precision = spec.tournament.cuda_matmul_precision
+    factory = precision_agent_factory(factory, device, precision)
     factory = fused_agent_factory(factory, make_env, spec.tournament.learners)
-    with pod_backend(spec, device) as backend:
+    with cuda_matmul_precision(device, precision), pod_backend(spec, device) as backend:
         if resume and (run_dir.tournament / STATE_NAME).is_file():
             tournament = Tournament.resume(run_dir.tournament, factory, base, make_env, evaluate, backend)
         else:
@@ -323,6 +327,7 @@ def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]
         "finpod_version": finpod.__version__,
         "torch_version": torch.__version__,
         "torch_threads_per_pod": spec.tournament.torch_threads_per_pod,
+        "cuda_matmul_precision": spec.tournament.cuda_matmul_precision,  # applied on a CUDA device only
         "python_version": platform.python_version(),
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "torch_threads": {

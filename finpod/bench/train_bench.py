@@ -30,6 +30,7 @@ import torch
 from finpod.bench.env_bench import random_walk_panel
 from finpod.env import EnvConfig, TradingEnv
 from finpod.errors import SpecError
+from finpod.matmul_precision import check_matmul_precision, cuda_matmul_precision
 from podracer.ppo import PPOAgent, PPOConfig
 
 KIB = 1024
@@ -60,6 +61,8 @@ class TrainBenchResult:
         matmul_utilisation: ``learner_flops_per_second / peak_matmul_flops_per_second``.
         peak_memory_bytes: peak resident memory of the process (cpu) or peak allocated device memory (cuda).
         torch_threads: intra-op threads torch used (cpu).
+        matmul_precision: ``torch.get_float32_matmul_precision()`` during the rounds (``"high"``:
+            TF32 matmuls, set on CUDA by ``--cuda-matmul-precision high``).
     """
 
     device: str
@@ -82,6 +85,7 @@ class TrainBenchResult:
     matmul_utilisation: float
     peak_memory_bytes: int
     torch_threads: int
+    matmul_precision: str
 
     def to_json_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (``hidden_sizes`` as a list)."""
@@ -137,6 +141,7 @@ def run_train_bench(
     matmul_size: int,
     matmul_repeats: int,
     seed: int,
+    matmul_precision: str = "highest",
 ) -> TrainBenchResult:
     """Train PPO on a :class:`TradingEnv` over a random-walk panel and time whole rounds.
 
@@ -153,7 +158,10 @@ def run_train_bench(
         matmul_repeats: timed calls of the peak measurement (taken before and after the timed
             rounds; the best call counts).
         seed: seeds panel, env and agent.
+        matmul_precision: float32 matmuls on a CUDA device, ``"highest"`` or ``"high"`` (TF32;
+            the matmul peak is measured at it too); the CPU ignores it.
     """
+    precision = check_matmul_precision(matmul_precision, "--cuda-matmul-precision")
     for name, value, low in (
         ("--envs", num_envs, 1),
         ("--assets", num_assets, 1),
@@ -173,14 +181,16 @@ def run_train_bench(
     agent = PPOAgent(
         env.obs_dim, env.action_dim, env.action_low, env.action_high, config, device, seed, layout=env.layout
     )
-    for _ in range(warmup_rounds):
-        agent.train_round(env)
-    peak_before = measure_matmul_peak(device, matmul_size, matmul_repeats)
-    start = time.perf_counter()
-    env_steps = sum(agent.train_round(env).env_steps for _ in range(rounds))
-    _synchronize(device)
-    seconds = time.perf_counter() - start
-    peak = max(peak_before, measure_matmul_peak(device, matmul_size, matmul_repeats))
+    with cuda_matmul_precision(device, precision):
+        for _ in range(warmup_rounds):
+            agent.train_round(env)
+        peak_before = measure_matmul_peak(device, matmul_size, matmul_repeats)
+        start = time.perf_counter()
+        env_steps = sum(agent.train_round(env).env_steps for _ in range(rounds))
+        _synchronize(device)
+        seconds = time.perf_counter() - start
+        peak = max(peak_before, measure_matmul_peak(device, matmul_size, matmul_repeats))
+        used_precision = torch.get_float32_matmul_precision()
     learner_flops = agent.learner_flops_per_round(num_envs) * rounds
     return TrainBenchResult(
         device=str(device),
@@ -203,4 +213,5 @@ def run_train_bench(
         matmul_utilisation=learner_flops / seconds / peak,
         peak_memory_bytes=_peak_memory_bytes(device),
         torch_threads=torch.get_num_threads(),
+        matmul_precision=used_precision,
     )

@@ -49,6 +49,11 @@ def train(
     matmul_repeats: int = typer.Option(5, "--matmul-repeats", help="Timed calls of the peak matmul."),
     threads: int = typer.Option(0, "--threads", help="torch CPU threads (0: torch's default)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seeds panel, env and agent."),
+    cuda_matmul_precision: str = typer.Option(
+        "highest",
+        "--cuda-matmul-precision",
+        help='float32 matmuls on CUDA: "highest" (full float32) or "high" (TF32); the CPU ignores it.',
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """PPO training samples/s on the finpod env (learning included) and the learner's share of peak matmul."""
@@ -68,6 +73,7 @@ def train(
         matmul_size=matmul_size,
         matmul_repeats=matmul_repeats,
         seed=seed,
+        matmul_precision=cuda_matmul_precision,
     )
     if as_json:
         typer.echo(json.dumps(r.to_json_dict()))

@@ -37,6 +37,7 @@ from finpod.consoles import text_console
 from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
+from finpod.matmul_precision import cuda_matmul_precision
 from finpod.paths import default_data_root
 from finpod.pipeline.backend import pod_backend
 from finpod.pipeline.inputs import (
@@ -58,7 +59,6 @@ from finpod.pipeline.training import (
     agent_factory,
     base_agent_config,
     check_horizon,
-    cuda_matmul_precision,
     deterministic_policy,
     env_config,
     precision_agent_factory,

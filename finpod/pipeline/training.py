@@ -9,9 +9,7 @@ At minute scale the pass may run as contiguous chunks side by side (``tournament
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 
 import empyrical as ep
 import torch
@@ -23,6 +21,7 @@ from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
+from finpod.matmul_precision import set_cuda_matmul_precision
 from finpod.spec import Spec, ppo_config_from
 from podracer import AgentFactory, PodAgent
 from podracer.api import Agent, Policy
@@ -108,30 +107,6 @@ def agent_factory(probe: TradingEnv, device: torch.device) -> AgentFactory:
         )
 
     return make
-
-
-def set_cuda_matmul_precision(device: torch.device, precision: str) -> None:
-    """``torch.set_float32_matmul_precision(precision)`` when ``device`` is a CUDA device, else nothing.
-
-    The setting is process-wide; on the CPU it changes nothing useful, so a CPU run never touches it.
-    """
-    if device.type == "cuda":
-        torch.set_float32_matmul_precision(precision)
-
-
-@contextlib.contextmanager
-def cuda_matmul_precision(device: torch.device, precision: str) -> Iterator[None]:
-    """Float32 matmuls at ``precision`` (``"highest"`` or ``"high"``: TF32) while training on CUDA.
-
-    Restores the previous setting on exit (validation passes and backtests after training run as
-    before); a CPU device leaves the setting alone.
-    """
-    previous = torch.get_float32_matmul_precision()
-    set_cuda_matmul_precision(device, precision)
-    try:
-        yield
-    finally:
-        set_cuda_matmul_precision(device, previous)
 
 
 def precision_agent_factory(factory: AgentFactory, device: torch.device, precision: str) -> AgentFactory:

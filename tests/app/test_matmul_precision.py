@@ -12,9 +12,9 @@ from rich.console import Console
 from tiny import tiny_bars, tiny_spec, write_tiny_dataset
 
 from finpod.errors import SpecError
+from finpod.matmul_precision import cuda_matmul_precision
 from finpod.pipeline import main as pipeline
-from finpod.pipeline import training
-from finpod.pipeline.training import cuda_matmul_precision, precision_agent_factory
+from finpod.pipeline.training import precision_agent_factory
 from finpod.spec import Spec
 from podracer import PodAgent
 from podracer.ppo import PPOConfig
@@ -52,7 +52,7 @@ def test_a_cpu_run_records_the_option_and_never_touches_the_precision(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_report: list[dict[str, Any]]
 ) -> None:
     calls: list[str] = []
-    monkeypatch.setattr(training.torch, "set_float32_matmul_precision", calls.append)
+    monkeypatch.setattr(torch, "set_float32_matmul_precision", calls.append)
     spec = tiny_spec(write_tiny_dataset(tmp_path / "data", tiny_bars(seed=7)), budget_env_steps=256)
     spec = spec.with_(tournament={"cuda_matmul_precision": "high"})
     result = pipeline.run(spec, out=tmp_path / "reports", console=Console(quiet=True))

@@ -21,9 +21,10 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_cli_json_reports_a_full_round_with_the_default_agent() -> None:
-    r = run_cli("bench", "train", *TINY, *FAST_PEAK, "--json")
+    r = run_cli("bench", "train", *TINY, *FAST_PEAK, "--cuda-matmul-precision", "high", "--json")
     assert r.exit_code == 0, r.stderr
     out = json.loads(r.stdout)
+    assert out["matmul_precision"] == "highest"  # TF32 is for CUDA only: the CPU ignores it
     default = PPOConfig()
     assert out["env_steps"] == default.rollout_steps * 4
     assert out["obs_dim"] == 3 * 12 + 3 + 2
@@ -86,6 +87,10 @@ def test_matmul_peak_is_a_positive_rate() -> None:
         (("--threads", "-1"), "--threads must be >= 0 (0 = torch's default), got -1"),
         (("--device", "mps"), "--device 'mps' is not supported; use cpu or cuda"),
         (("--device", "tpu"), "--device 'tpu' is not a torch device; use cpu or cuda"),
+        (
+            ("--cuda-matmul-precision", "medium"),
+            "--cuda-matmul-precision must be one of highest, high, got 'medium'",
+        ),
     ],
 )
 def test_bad_options_exit_2_with_one_line(args: tuple[str, ...], message: str) -> None:

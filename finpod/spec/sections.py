@@ -1,0 +1,408 @@
+"""The sections of a spec: synthetic market, data, segments, env, tournament, paper trading."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from typing import ClassVar, Literal
+
+from pydantic import (
+    Field,
+    model_validator,
+)
+
+from finpod.spec.base import DateRange, Model
+from podracer.ppo import PPOConfig
+
+
+class SyntheticSpec(Model):
+    """Shape and seed of the embedded synthetic market (``finpod.data.synth.synth_market``)."""
+
+    n_symbols: int = Field(8, ge=1, le=1000, description="number of synthetic stocks", examples=[8])
+    n_days: int = Field(
+        750, ge=3, description="number of trading sessions generated from start_date", examples=[750]
+    )
+    start_date: dt.date = Field(
+        dt.date(2016, 1, 4),
+        description="first trading session of the synthetic market (ISO date)",
+        examples=["2016-01-04"],
+    )
+    seed: int = Field(0, ge=0, description="seed of the generator (same seed, same market)", examples=[0])
+    signal: Literal["none", "reversal", "momentum"] = Field(
+        "none",
+        description='planted observable signal: "none", "reversal" or "momentum" (finpod.data.synth)',
+        examples=["reversal"],
+    )
+    signal_strength: float = Field(
+        0.0,
+        ge=0.0,
+        le=0.9,
+        description="|AR(1) coefficient| of cross-sectionally demeaned bar returns (0 = no signal)",
+        examples=[0.1],
+    )
+    alpha_annual: float = Field(
+        0.10,
+        gt=-1.0,
+        lt=1.0,
+        description="drift alpha of symbols 0 mod 4 (drag of 1 mod 4), log a year; 0 = off",
+        examples=[0.1],
+    )
+
+
+class DataSpec(Model):
+    """Where the bars come from: a dataset folder (``finpod data ...``) or the synthetic market."""
+
+    source: Literal["dataset", "synthetic"] = Field(
+        "synthetic",
+        description='"dataset" (a folder made by finpod data import|fetch|synth) or "synthetic"',
+        examples=["dataset"],
+    )
+    path: str | None = Field(
+        None,
+        description="dataset folder, relative to the spec file's folder (source=dataset)",
+        examples=["../data/nasdaq100_1min"],
+    )
+    synthetic: SyntheticSpec = Field(default_factory=SyntheticSpec)  # type: ignore[arg-type]
+
+    @model_validator(mode="after")
+    def _path_matches_source(self) -> DataSpec:
+        if self.source == "dataset" and not self.path:
+            raise ValueError(
+                "data.path: required when data.source is 'dataset'; fix: set data.path to a dataset "
+                "folder such as data/nasdaq100_1min, or set data.source = 'synthetic'"
+            )
+        return self
+
+
+class SegmentsSpec(Model):
+    """The three date ranges (inclusive, ISO dates); they must be ordered and must not overlap."""
+
+    train: DateRange = Field(
+        description="[first, last] session the agents learn on", examples=[["2016-01-01", "2019-11-25"]]
+    )
+    validation: DateRange = Field(
+        description="[first, last] session the tournament ranks on", examples=[["2019-11-26", "2020-05-25"]]
+    )
+    backtest: DateRange = Field(
+        description="[first, last] session of the held-out backtest, touched once after selection",
+        examples=[["2020-05-26", "2021-05-26"]],
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SegmentsSpec:
+        names = ("train", "validation", "backtest")
+        for name in names:
+            first, last = getattr(self, name)
+            if first > last:
+                raise ValueError(
+                    f"segments.{name}: starts after it ends ({first} > {last}); fix: write [first, last]"
+                )
+        for before, after in itertools.pairwise(names):
+            if getattr(self, before)[1] >= getattr(self, after)[0]:
+                raise ValueError(
+                    f"segments.{after}: must start after segments.{before} ends "
+                    f"({getattr(self, after)[0]} <= {getattr(self, before)[1]}); fix: order train < "
+                    "validation < backtest without overlap"
+                )
+        return self
+
+    def as_dict(self) -> dict[str, DateRange]:
+        """``{"train": (first, last), "validation": ..., "backtest": ...}``."""
+        return {"train": self.train, "validation": self.validation, "backtest": self.backtest}
+
+
+class EnvSpec(Model):
+    """Trading-env settings (``finpod.env.EnvConfig``) plus the number of parallel training envs."""
+
+    initial_cash_usd: float = Field(
+        1_000_000.0, gt=0, allow_inf_nan=False, description="starting capital in USD", examples=[1_000_000]
+    )
+    fee_rate: float = Field(
+        0.002, ge=0, lt=1, description="fee per trade as a fraction of traded notional", examples=[0.002]
+    )
+    half_spread_bps: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="slippage: half the bid-ask spread in basis points",
+        examples=[1.0],
+    )
+    max_participation: float = Field(
+        1.0,
+        gt=0,
+        description="cap on the traded fraction of a bar's volume (inf = no cap)",
+        examples=[0.1],
+    )
+    action_mode: Literal["weights", "share_delta"] = Field(
+        "weights",
+        description='"weights" (target weights over cash + assets) or "share_delta" (ElegantRL share deltas)',
+        examples=["weights"],
+    )
+    max_shares: float = Field(
+        100.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="shares per unit action in action_mode = 'share_delta'",
+        examples=[100],
+    )
+    fill: Literal["next_open", "next_close"] = Field(
+        "next_open", description='fill price of an order: "next_open" or "next_close"', examples=["next_open"]
+    )
+    reward: Literal["log_return", "pnl", "risk_penalised", "excess_log_return"] = Field(
+        "log_return",
+        description='"log_return", "pnl" (reference-compatible), "risk_penalised" or "excess_log_return" '
+        "(log return minus the equal-weight basket's)",
+        examples=["log_return"],
+    )
+    reward_scale: float = Field(
+        100.0, gt=0, allow_inf_nan=False, description="multiplier on the reward", examples=[100]
+    )
+    risk_penalty: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="weight of the squared-return penalty (reward = risk_penalised)",
+        examples=[0.1],
+    )
+    horizon_bars: int = Field(
+        250,
+        ge=2,
+        description="training episode length in bars (random starts in the train segment)",
+        examples=[250],
+    )
+    whole_shares: bool = Field(False, description="trade whole shares only", examples=[False])
+    rebalance_band: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="no-trade band (weights mode): assets within this fraction of equity of their target "
+        "weight are not traded that step (0 = trade every step)",
+        examples=[0.03],
+    )
+    num_envs: int = Field(64, ge=1, description="parallel training envs per pod (the batch N)", examples=[64])
+
+
+class TournamentSpec(Model):
+    """podracer tournament settings (``podracer.TournamentConfig``), the ensemble size, and where pods run."""
+
+    PLACEMENT_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"backend", "address", "cpus_per_pod", "gpus_per_pod"}
+    )
+    """Fields that say where pods train, not what: left out of the spec hash and the TournamentConfig."""
+    AGENT_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"ensemble_k", "learners", "validation_chunks", "validation_warmup_bars", "cuda_matmul_precision"}
+    )
+    """Fields finpod applies itself (selection, learner fusion, the validation score, matmul
+    precision): left out of the TournamentConfig."""
+
+    pool_size: int = Field(1, ge=1, description="pods training at once", examples=[2])
+    leaderboard_size: int = Field(4, ge=1, description="snapshots kept on the leaderboard", examples=[4])
+    budget_env_steps: int = Field(
+        200_000, ge=1, description="total env transitions over all pods", examples=[200_000]
+    )
+    budget_seconds: float = Field(
+        3600.0, gt=0, description="wall-time budget of the tournament in seconds", examples=[600]
+    )
+    fresh_pod_prob: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="chance a new pod starts from scratch at the start; falls to 0 as the budget is spent",
+        examples=[0.2],
+    )
+    perturb_scale: float = Field(
+        0.2,
+        ge=0,
+        description="hyper-parameter step of a child: learning rate x (1+s)^u, 1-gamma and 1-lambda x "
+        "(1+s)^u, entropy_coef + s*(max-min)*u, u ~ U(-1, 1)",
+        examples=[0.2],
+    )
+    perturb_bounds: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="[min, max] of perturbed agent fields, replacing podracer's PPOConfig.PERTURBABLE bounds",
+        examples=[{"gamma": [0.95, 0.999], "learning_rate": [1e-4, 1e-3]}],
+    )
+    resample_prob: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="per-field chance that a child draws a hyper-parameter afresh from its perturb_bounds "
+        "(log-uniform; gamma and lambda as 1-x) instead of stepping it; when > 0, new pods from scratch "
+        "after the first draw every field there; escapes a start far from good values",
+        examples=[0.25],
+    )
+    softmax_temperature: float = Field(
+        1.0, gt=0, description="temperature of the rank-softmax that picks a parent", examples=[1.0]
+    )
+    eval_every_rounds: int = Field(
+        1, ge=1, description="validation-score a pod every this many training rounds", examples=[1]
+    )
+    pool_schedule: Literal["fixed", "halving"] = Field(
+        "halving",
+        description='"halving": successive halving, the pool halves as the budget is spent and the worst '
+        'pods retire; "fixed": pool_size pods throughout',
+        examples=["halving"],
+    )
+    lagging_rounds: int = Field(
+        2, ge=1, description="rounds a pod trains before it may be judged lagging", examples=[2]
+    )
+    lag_margin: float = Field(
+        0.1,
+        ge=0,
+        description="a pod lags (and is re-seeded from a better live pod) when its smoothed validation "
+        "Sharpe is below the other live pods' median by more than this",
+        examples=[0.1],
+    )
+    score_smoothing: float = Field(
+        0.5, gt=0, le=1, description="weight of the newest score in a pod's moving average", examples=[0.5]
+    )
+    torch_threads_per_pod: int = Field(
+        1,
+        ge=1,
+        description="torch threads per training pod (results on CPU depend on it; run.json records it)",
+        examples=[1],
+    )
+    cuda_matmul_precision: Literal["highest", "high"] = Field(
+        "highest",
+        description="float32 matmul precision of training on a CUDA device "
+        '(torch.set_float32_matmul_precision): "highest" (full float32, the default: reproducible) or '
+        '"high" (TF32 tensor cores, 10-bit mantissa: 1.7x the PPO samples/s at 16,384 envs on an '
+        "H100); ignored on CPU; run.json records it",
+        examples=["high"],
+    )
+    ensemble_k: int = Field(
+        3, ge=1, description="distinct lineages whose best agents the ensemble trader averages", examples=[3]
+    )
+    validation_chunks: int = Field(
+        1,
+        ge=1,
+        le=4096,
+        description="score validation as up to this many contiguous chunks of the segment traded side "
+        "by side in one batched env, each warmed up on the validation_warmup_bars before it, their "
+        "returns stitched: about this many times fewer sequential steps, an approximation of the "
+        "continuous pass (1 = one continuous pass, exact; backtests are always continuous)",
+        examples=[64],
+    )
+    validation_warmup_bars: int = Field(
+        390,
+        ge=0,
+        description="unscored bars each validation chunk but the first trades before its own "
+        "(validation_chunks > 1), so its portfolio is the policy's, not all cash",
+        examples=[390],
+    )
+    backend: Literal["local", "ray"] = Field(
+        "local",
+        description='where pods train: "local" (threads in this process) or "ray" (Ray actors; pool_size '
+        "then caps the pool, which follows the cluster's CPUs/GPUs)",
+        examples=["ray"],
+    )
+    address: str | None = Field(
+        None,
+        description='Ray cluster to join (backend = "ray"): "auto" (the cluster this machine is part of), '
+        '"host:port" of its head, or unset to start a private Ray on 127.0.0.1',
+        examples=["auto"],
+    )
+    cpus_per_pod: float = Field(
+        1.0, gt=0, description='CPUs each Ray pod worker reserves (backend = "ray")', examples=[1.0]
+    )
+    gpus_per_pod: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description='share of a GPU each Ray pod worker reserves (backend = "ray"; needed with device = '
+        '"cuda", e.g. 0.25 puts four pods on a GPU)',
+        examples=[0.25],
+    )
+
+    learners: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="learners per pod, each with its own envs, whose parameters and Adam moments are "
+        "averaged after every epoch over torch.distributed (1 = no fusion)",
+        examples=[2],
+    )
+
+    @model_validator(mode="after")
+    def _address_needs_ray(self) -> TournamentSpec:
+        if self.address is not None and self.backend != "ray":
+            raise ValueError(
+                f"tournament.address: {self.address!r} is set but backend is {self.backend!r}; "
+                'fix: set backend = "ray" or remove address'
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _k_fits(self) -> TournamentSpec:
+        if self.ensemble_k > self.leaderboard_size:
+            raise ValueError(
+                f"tournament.ensemble_k: {self.ensemble_k} exceeds leaderboard_size "
+                f"{self.leaderboard_size}; fix: set ensemble_k <= leaderboard_size"
+            )
+        for name, (low, high) in self.perturb_bounds.items():
+            if name not in PPOConfig.PERTURBABLE:
+                raise ValueError(
+                    f"tournament.perturb_bounds: {name!r} is not perturbed; fix: use some of "
+                    f"{', '.join(sorted(PPOConfig.PERTURBABLE))}"
+                )
+            if not 0 <= low <= high:
+                raise ValueError(
+                    f"tournament.perturb_bounds.{name}: [{low}, {high}]; fix: use 0 <= min <= max"
+                )
+        return self
+
+
+class PaperSpec(Model):
+    """Paper-trading limits (``finpod paper``); the defaults are deliberately small and safe.
+
+    Deployment settings only: they do not change what a run trains, so they are left out of
+    :meth:`Spec.spec_hash` (editing them never starts a new run).
+    """
+
+    trader: Literal["best", "ensemble"] = Field(
+        "best", description='which selected trader to deploy: "best" or "ensemble"', examples=["best"]
+    )
+    max_order_notional_usd: float = Field(
+        10_000.0,
+        gt=0,
+        description="largest notional of one order in USD (larger orders are cut)",
+        examples=[10_000],
+    )
+    max_weight_per_asset: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="largest target weight of one asset (the rest stays cash)",
+        examples=[0.25],
+    )
+    max_orders_per_minute: int = Field(
+        30, ge=1, description="orders sent in any rolling minute (more are held back)", examples=[30]
+    )
+    daily_loss_limit: float = Field(
+        0.02,
+        gt=0,
+        lt=1,
+        description="loss since the session's first equity, as a fraction, that stops trading for the day",
+        examples=[0.02],
+    )
+    on_daily_loss: Literal["halt", "flatten"] = Field(
+        "halt",
+        description='what the daily loss limit does: "halt" (no new orders) or "flatten" (sell all, '
+        "then halt)",
+        examples=["halt"],
+    )
+    stale_after_seconds: float = Field(
+        180.0,
+        gt=0,
+        description="no decision on a bar older than this (stale data: no trading)",
+        examples=[180],
+    )
+    warmup_bars: int = Field(
+        512, ge=64, description="bars of history the online features are computed over", examples=[512]
+    )
+    request_timeout_seconds: float = Field(
+        10.0, gt=0, le=120, description="timeout of every HTTP request to Alpaca, seconds", examples=[10]
+    )
+    cancel_open_on_stop: bool = Field(
+        True, description="the kill switch also cancels open orders", examples=[True]
+    )

@@ -1,0 +1,236 @@
+"""The whole spec (:class:`Spec`): load, validate, override, hash and save a strategy."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+from pydantic import (
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from finpod.errors import SpecError
+from finpod.spec.agent import ppo_config_from
+from finpod.spec.base import Model
+from finpod.spec.merge import deep_merge, drop_none
+from finpod.spec.messages import one_line
+from finpod.spec.sections import DataSpec, EnvSpec, PaperSpec, SegmentsSpec, TournamentSpec
+from podracer.ppo import MIN_MINIBATCH_SIZE
+
+
+class Spec(Model):
+    """A strategy: data, universe, segments, env, agent, tournament, seed and device.
+
+    Build it with :meth:`from_toml` or :meth:`from_dict`; change it with :meth:`with_`.
+    """
+
+    name: str = Field(
+        description="short name used in run ids (letters, digits, - and _)",
+        examples=["demo"],
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+    )
+    description: str = Field("", description="free text shown in the report", examples=["my strategy"])
+    seed: int = Field(0, ge=0, description="seed of the tournament and every pod", examples=[0])
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description='"auto" (cuda when available), "cpu" or "cuda"', examples=["auto"]
+    )
+    frequency: Literal["1min", "1d"] = Field(description='bar size: "1min" or "1d"', examples=["1d"])
+    universe: Literal["all", "nasdaq100"] | list[str] = Field(
+        "all",
+        description='"all" (every symbol of the dataset), "nasdaq100" (point-in-time members) or a '
+        "list of tickers",
+        examples=["nasdaq100"],
+    )
+    benchmark_symbol: str = Field(
+        "QQQ",
+        description='market ETF used as baseline and for alpha/beta when the dataset has it ("" for none)',
+        examples=["QQQ"],
+    )
+    data: DataSpec = Field(default_factory=DataSpec)  # type: ignore[arg-type]
+    segments: SegmentsSpec
+    env: EnvSpec = Field(default_factory=EnvSpec)  # type: ignore[arg-type]
+    agent: dict[str, Any] = Field(
+        default_factory=dict,
+        description="PPO hyper-parameters: any field of podracer.ppo.PPOConfig",
+        examples=[{"learning_rate": 3e-4}],
+    )
+    tournament: TournamentSpec = Field(default_factory=TournamentSpec)  # type: ignore[arg-type]
+    paper: PaperSpec = Field(default_factory=PaperSpec)  # type: ignore[arg-type]
+    _source: Path | None = PrivateAttr(None)
+
+    @field_validator("universe")
+    @classmethod
+    def _tickers(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("empty ticker list; fix: list tickers like ['AAPL', 'MSFT'] or use 'all'")
+            bad = [t for t in value if not t or t != t.strip() or t.upper() != t]
+            if bad:
+                raise ValueError(f"bad tickers {bad}; fix: upper-case tickers without spaces, e.g. 'AAPL'")
+            if len(set(value)) != len(value):
+                raise ValueError("duplicate tickers; fix: list each ticker once")
+        return value
+
+    @field_validator("agent")
+    @classmethod
+    def _agent_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
+        ppo_config_from(value)
+        return value
+
+    @model_validator(mode="after")
+    def _round_fills_minibatches(self) -> Spec:
+        """A PPO round of ``rollout_steps x num_envs`` transitions must fill every minibatch."""
+        config = ppo_config_from(self.agent)
+        batch = config.rollout_steps * self.env.num_envs
+        if batch < MIN_MINIBATCH_SIZE * config.num_minibatches:
+            most = batch // MIN_MINIBATCH_SIZE
+            lower = f", or lower agent.num_minibatches to <= {most}" if most >= 1 else ""
+            raise ValueError(
+                f"agent.num_minibatches: a round of rollout_steps {config.rollout_steps} x env.num_envs "
+                f"{self.env.num_envs} = {batch} transitions cannot fill {config.num_minibatches} "
+                f"minibatches of at least {MIN_MINIBATCH_SIZE}; fix: raise agent.rollout_steps or "
+                f"env.num_envs{lower}"
+            )
+        return self
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> Spec:
+        """Load and validate a spec file.
+
+        Raises:
+            SpecError: missing file, bad TOML or an invalid field (one line, field and fix).
+        """
+        file = Path(path).expanduser().resolve()
+        if not file.is_file():
+            raise SpecError(f"{path}: spec file not found; fix: pass a path like strategies/demo.toml")
+        try:
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise SpecError(
+                f"{path}: not UTF-8 text (byte {err.start}: {err.reason}); fix: save the spec as UTF-8"
+            ) from None
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise SpecError(f"{path}: not valid TOML ({err}); fix: correct the syntax there") from None
+        return cls.from_dict(raw, source=file)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], *, source: Path | None = None) -> Spec:
+        """Validate a spec given as nested dicts (as TOML would load); ``source`` names the file.
+
+        Raises:
+            SpecError: an invalid field (one line, field and fix).
+        """
+        try:
+            spec = cls.model_validate(dict(raw))
+        except ValidationError as err:
+            raise SpecError(one_line(err, source, Spec)) from None
+        spec._source = source
+        return spec
+
+    def with_(self, **sections: Any) -> Spec:
+        """A copy with some fields replaced; dict values are merged into that section.
+
+        Example: ``spec.with_(tournament={"budget_env_steps": 10_000}, seed=3)``.
+        """
+        merged = deep_merge(self.model_dump(mode="json"), sections)
+        return Spec.from_dict(merged, source=self.source)
+
+    # ------------------------------------------------------------------ resolution
+
+    @property
+    def source(self) -> Path | None:
+        """The spec file this spec was loaded from, or ``None`` for a spec built in code."""
+        return self._source
+
+    def dataset_path(self, *, must_exist: bool = True) -> Path:
+        """The dataset folder for ``data.source = "dataset"``, absolute (and checked).
+
+        A relative ``data.path`` is taken from the spec file's folder (from the current folder for a
+        spec built in code), never from where finpod is installed.
+
+        Raises:
+            SpecError: not a dataset spec, or (``must_exist``) the folder does not exist.
+        """
+        if self.data.source != "dataset" or self.data.path is None:
+            raise SpecError(
+                "data.path: this spec uses the synthetic market; fix: set data.source = 'dataset'"
+            )
+        given = Path(self.data.path).expanduser()
+        base = self.source.parent if self.source is not None else Path.cwd()
+        folder = (given if given.is_absolute() else base / given).resolve()
+        if must_exist and not folder.is_dir():
+            relative = "" if given.is_absolute() else f" ({self.data.path!r} from {base})"
+            raise SpecError(
+                f"{self._where()}data.path: dataset folder not found: {folder}{relative}; fix: create it "
+                "with `finpod data import` or `finpod data fetch`, or correct the path (relative to "
+                "the spec file's folder)"
+            )
+        return folder
+
+    def resolve_device(self) -> str:
+        """``"cpu"`` or ``"cuda"``: ``auto`` picks cuda when torch sees a GPU.
+
+        Raises:
+            SpecError: ``device = "cuda"`` but torch sees no GPU.
+        """
+        import torch
+
+        if self.device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise SpecError(f'{self._where()}device: "cuda" but torch sees no GPU; fix: set device = "auto"')
+        return self.device
+
+    def resolved_dict(self) -> dict[str, Any]:
+        """The spec with every default written out (agent: all PPOConfig fields), JSON-friendly.
+
+        A dataset path is made absolute (whether or not it exists yet) so a run folder can be
+        re-run from anywhere.
+        """
+        out = self.model_dump(mode="json")
+        out["agent"] = ppo_config_from(self.agent).to_dict()
+        if self.data.source == "dataset":
+            out["data"]["path"] = str(self.dataset_path(must_exist=False))
+        return out
+
+    def spec_hash(self) -> str:
+        """Eight hex digits of the resolved spec's sha256 (identifies a spec in run ids).
+
+        The ``[paper]`` section is left out: deployment limits do not change what a run trains; so are
+        the tournament's placement fields (:attr:`TournamentSpec.PLACEMENT_FIELDS`): a run started on
+        one backend resumes on another.
+        """
+        trained = {k: v for k, v in self.resolved_dict().items() if k != "paper"}
+        trained["tournament"] = {
+            k: v for k, v in trained["tournament"].items() if k not in TournamentSpec.PLACEMENT_FIELDS
+        }
+        text = json.dumps(trained, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+    def to_toml(self) -> str:
+        """The resolved spec as TOML text (what a run saves as ``spec.toml``).
+
+        TOML has no null: a ``None`` setting (e.g. ``agent.target_kl``, ``data.path`` of a
+        synthetic spec) is left out, and loads back as its ``None`` default.
+        """
+        return tomli_w.dumps(drop_none(self.resolved_dict()))
+
+    def benchmark(self) -> str | None:
+        """The market ETF's ticker, or ``None`` when ``benchmark_symbol`` is empty."""
+        return self.benchmark_symbol or None
+
+    def _where(self) -> str:
+        return f"{self.source}: " if self.source else ""

@@ -78,6 +78,12 @@ def main() -> None:
         help="override the spec's band (0: the traders trade on nearly every bar, run-ahead's worst case)",
     )
     parser.add_argument(
+        "--policy",
+        choices=["mlp", "cross_sectional"],
+        default=None,
+        help="override the spec's agent.policy (the spec's is the flat MLP)",
+    )
+    parser.add_argument(
         "--compare-stepped", action="store_true", help="also time the backtest bar by bar (stacked pass)"
     )
     parser.add_argument(
@@ -99,7 +105,8 @@ def main() -> None:
         config = dataclasses.replace(config, rebalance_band=args.rebalance_band)
     probe = TradingEnv(panel, "train", env_config(spec, random_start=True), 1, 0, cpu)
     make = agent_factory(probe, cpu)
-    agents = [make(ppo_config_from(spec.agent), seed) for seed in range(ENSEMBLE_K)]
+    agent_table = {**spec.agent, **({"policy": args.policy} if args.policy else {})}
+    agents = [make(ppo_config_from(agent_table), seed) for seed in range(ENSEMBLE_K)]
     traders = {
         "best": deterministic_policy(agents[0]),
         f"ensemble_top{ENSEMBLE_K}": ensemble_policy(agents, "weights"),
@@ -108,6 +115,7 @@ def main() -> None:
     scale = BARS_PER_YEAR / (stop - start)
     result: dict[str, Any] = {"bars_timed": stop - start, "process_threads": args.threads, "symbols": SYMBOLS}
     result["rebalance_band"] = config.rebalance_band
+    result["policy"] = agent_table.get("policy", "cross_sectional")
     result["load_average_before"] = os.getloadavg()
     chunked_s, chunked = _timed(
         "validation_chunked",

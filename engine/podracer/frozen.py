@@ -119,6 +119,23 @@ class FrozenActorPolicy:
         return self.action_low + (self.action_high - self.action_low) * unit
 
 
+@dataclass(frozen=True)
+class RowWisePolicy:
+    """A deterministic policy that acts on each observation row alone: no state, no statistics over
+    the batch. A caller may batch rows however it likes (one bar, many envs, many bars at once);
+    each row's action is the same up to float rounding of batched products.
+
+    Attributes:
+        act: observations ``(B, D)`` -> actions ``(B, A)``.
+    """
+
+    act: Callable[[torch.Tensor], torch.Tensor]
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        """Actions ``(B, A)`` for observations ``(B, D)``."""
+        return self.act(obs)
+
+
 class StackedActors:
     """``G`` frozen policies of the same architecture, evaluated on one row each in one pass.
 

@@ -46,7 +46,7 @@ from podracer.api import Policy, RoundStats, TensorVectorEnv
 from podracer.distributions import PolicyDistribution
 from podracer.entity import CrossSectionalActorCritic, EntityLayout
 from podracer.errors import PodracerError, SnapshotError
-from podracer.frozen import FrozenActorPolicy
+from podracer.frozen import FrozenActorPolicy, RowWisePolicy
 from podracer.networks import Activation, ActorCritic, FrozenMLP
 from podracer.normalization import NormalizationConstants, RunningMeanStd
 from podracer.ppo_update import ppo_update
@@ -365,7 +365,9 @@ class PPOAgent:
         The flat MLP's policy is a :class:`~podracer.frozen.FrozenActorPolicy` (the actor as a
         :class:`~podracer.networks.FrozenMLP`, weights pre-transposed: about twice as fast at batch 1
         on a CPU, equal to :meth:`act` to float32 rounding; several stack into one pass with
-        :class:`~podracer.frozen.StackedActors`); the cross-sectional network runs a copy of itself.
+        :class:`~podracer.frozen.StackedActors`); the cross-sectional network runs a copy of itself,
+        as a :class:`~podracer.frozen.RowWisePolicy` (it mixes assets within an observation, never
+        rows).
         Later learning or loading does not change it.
 
         Returns:
@@ -403,7 +405,7 @@ class PPOAgent:
                 rows = RunningMeanStd.rescale(obs, *constants[obs.dtype], clip)
             return scale(unit_action(rows))
 
-        return policy
+        return RowWisePolicy(policy)  # the cross-sectional network mixes assets within a row only
 
     # ------------------------------------------------------------------ collecting
 

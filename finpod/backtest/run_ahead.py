@@ -19,10 +19,11 @@ after a trade; it follows only the trader's own decisions, so a trader's backtes
 depend on the traders beside it. It runs with one torch thread, so it does not depend on the
 machine either (:data:`THREADS`); results are identical from run to run.
 
-Only policies known to act on each observation row alone run ahead (:func:`runs_ahead`: the flat
-MLP's frozen policy and ensembles of it). Their ``K``-row products may round differently from
-one-row products (the CPU's matrix kernels differ by shape), so a run-ahead backtest equals the
-bar-by-bar one to float32 rounding of the actions, not bit for bit (``tests/app/test_run_ahead.py``
+Only policies known to act on each observation row alone run ahead (:func:`runs_ahead`: agents'
+frozen evaluation policies, flat MLP or cross-sectional, and ensembles of them). Their ``K``-row
+products may round differently from one-row products (the CPU's matrix kernels differ by shape), so
+a run-ahead backtest equals the bar-by-bar one to float32 rounding of the actions, not bit for bit
+(``tests/app/test_run_ahead.py``
 bounds it).
 
 Shapes: ``K`` bars of a block, ``M`` assets, ``D`` observation size, ``A`` action size.
@@ -42,7 +43,7 @@ from finpod.env import dynamics
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
 from podracer.api import Policy
-from podracer.frozen import FrozenActorPolicy
+from podracer.frozen import FrozenActorPolicy, RowWisePolicy
 
 MIN_BARS = 1
 """The shortest block (after a trade on a block's first bar)."""
@@ -61,10 +62,12 @@ SEED = 0
 
 
 def runs_ahead(policy: Policy) -> bool:
-    """Whether ``policy`` acts on each observation row alone, so it may see many bars as one batch."""
+    """Whether ``policy`` acts on each observation row alone, so it may see many bars as one batch:
+    an agent's frozen evaluation policy (the flat MLP's or the cross-sectional network's), or an
+    ensemble of them. A user's function is not known to, so it steps bar by bar."""
     if isinstance(policy, EnsemblePolicy):
-        return all(isinstance(member, FrozenActorPolicy) for member in policy.members)
-    return isinstance(policy, FrozenActorPolicy)
+        return all(runs_ahead(member) for member in policy.members)
+    return isinstance(policy, FrozenActorPolicy | RowWisePolicy)
 
 
 def next_block_bars(kept: int, block: int) -> int:

@@ -57,7 +57,7 @@ def run_policies(
 ) -> list[Ledger]:
     """Trade every policy over segment ``segment``; one ledger each.
 
-    A frozen flat-MLP policy, or an ensemble of them, runs ahead when the config lets accounts hold
+    An agent's frozen policy, or an ensemble of them, runs ahead when the config lets accounts hold
     (:mod:`finpod.backtest.run_ahead`: many bars at a time while its account holds, one torch thread;
     :func:`worth_running_ahead`); every other policy steps bar by bar with the rest
     (:func:`step_policies`), as does a trader found to trade on most bars after its first

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from finpod.backtest import runner
-from finpod.backtest.ensemble import ensemble_policy
+from finpod.backtest.ensemble import EnsemblePolicy, ensemble_policy
 from finpod.backtest.run_ahead import DENSE_SHARE, MAX_BARS, MIN_BARS, next_block_bars, run_ahead, runs_ahead
 from finpod.data.panel import Panel
 from finpod.data.panel_builder import build_panel
@@ -123,27 +123,35 @@ def test_a_trader_runs_ahead_the_same_alone_beside_others_and_at_any_thread_coun
             np.testing.assert_array_equal(getattr(mine, name), getattr(other, name), err_msg=name)
 
 
-def test_only_row_wise_frozen_policies_run_ahead(minute_panel: Panel) -> None:
+def test_only_row_wise_policies_run_ahead(minute_panel: Panel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Agents' frozen policies (flat MLP, cross-sectional) and ensembles of them run ahead, with the
+    bar-by-bar ledgers; a user's function steps bar by bar beside them."""
     flat = _traders(minute_panel)
-    assert runs_ahead(flat["best"])  # type: ignore[arg-type]
-    assert runs_ahead(flat["ensemble"])  # type: ignore[arg-type]
-    cross = _traders(minute_panel, policy="cross_sectional")
-    assert not runs_ahead(cross["best"])  # type: ignore[arg-type]
-    assert not runs_ahead(cross["ensemble"])  # type: ignore[arg-type]
-    assert not runs_ahead(lambda obs: obs)
+    cross = _traders(minute_panel, policy="cross_sectional", scale=0.03)
+    for trader in (*flat.values(), *cross.values()):
+        assert runs_ahead(trader)  # type: ignore[arg-type]
+    user = _traders(minute_panel, policy="cross_sectional", scale=0.03)["best"]
+    function = lambda obs: user(obs)  # noqa: E731  (a plain function: not known to be row-wise)
+    assert not runs_ahead(function)
+    assert not runs_ahead(EnsemblePolicy([flat["best"], function], "weights"))
     with pytest.raises(ValueError, match="row-wise frozen policy"):
-        run_ahead(minute_panel, "validation", EnvConfig(), cross["best"], CPU)  # type: ignore[arg-type]
-    mixed = [flat["best"], cross["best"]]
-    ledgers = runner.run_policies(minute_panel, "validation", EnvConfig(rebalance_band=0.03), mixed, CPU)  # type: ignore[arg-type]
-    stepped = runner.run_policies(
-        minute_panel,
-        "validation",
-        EnvConfig(rebalance_band=0.03),
-        mixed,  # type: ignore[arg-type]
-        CPU,
-        ahead=False,
-    )
+        run_ahead(minute_panel, "validation", EnvConfig(), function, CPU)
+    config = EnvConfig(rebalance_band=0.03)
+    traders = [cross["best"], function, cross["ensemble"]]
+    stepped_calls: list[int] = []
+    step_policies = runner.step_policies
+
+    def spy(panel: Panel, segment: str, config: EnvConfig, policies: list[object], *args: object) -> object:
+        stepped_calls.append(len(policies))
+        return step_policies(panel, segment, config, policies, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner, "step_policies", spy)
+    ledgers = runner.run_policies(minute_panel, "validation", config, traders, CPU)  # type: ignore[arg-type]
+    assert stepped_calls == [1]  # only the plain function stepped
+    stepped = runner.run_policies(minute_panel, "validation", config, traders, CPU, ahead=False)  # type: ignore[arg-type]
     _assert_close_ledgers(ledgers, stepped)
+    for ledger in (ledgers[0], ledgers[2]):
+        assert 3 < len(_trade_bars(ledger)) < DENSE_SHARE * len(ledger.equity_usd)
 
 
 def test_traders_run_ahead_only_where_accounts_can_hold(

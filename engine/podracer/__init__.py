@@ -5,7 +5,7 @@ pandas, no finpod and no broker client, and ``tests/engine/test_domain_free.py``
 """
 
 from podracer.api import Agent, Policy, RoundStats, TensorVectorEnv
-from podracer.backends import Backend, LocalBackend
+from podracer.backends import Backend, LocalBackend, PopulationBackend
 from podracer.config import TournamentConfig
 from podracer.ensemble import EnsemblePolicy
 from podracer.errors import PodracerError, SnapshotError, TournamentError
@@ -28,6 +28,7 @@ __all__ = [
     "PodAgent",
     "PodracerError",
     "Policy",
+    "PopulationBackend",
     "RoundStats",
     "SnapshotError",
     "TensorVectorEnv",

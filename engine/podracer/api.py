@@ -6,7 +6,7 @@ env's device; nothing here forces a host sync.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -113,3 +113,23 @@ def deterministic_policy(agent: Agent) -> Policy:
         return agent.act(obs, deterministic=True)
 
     return act
+
+
+@runtime_checkable
+class ScoresMany(Protocol):
+    """An application ``evaluate`` (``policy -> score``) that can also score several policies in one
+    batched pass: what a population backend uses to validate all its pods at once."""
+
+    def __call__(self, policy: Policy) -> float:
+        """The score of one policy (higher is better)."""
+        ...
+
+    def score_many(self, policies: Sequence[Policy], rows: Policy) -> list[float]:
+        """The scores of ``policies``, in order.
+
+        Args:
+            policies: ``P`` deterministic policies, each observations ``(B, D)`` -> actions ``(B, A)``.
+            rows: the same ``P`` policies as one call: observations ``(P, D)`` -> actions ``(P, A)``,
+                row ``p`` by ``policies[p]`` (to float32 rounding).
+        """
+        ...

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from podracer.backends import Backend, LocalBackend, RoundTask
+from podracer.backends import Backend, LocalBackend, LockstepBackend, RoundTask
 from podracer.config import TournamentConfig
 from podracer.errors import TournamentError
 from podracer.events import (
@@ -294,6 +294,7 @@ class Tournament:
             if not self._finished:
                 self._fill_pool(in_flight, ready=[])
                 self._save_state()
+                self._run_lockstep()
             while in_flight:
                 ready: list[Pod] = []
                 for future in self._next_finished(in_flight):
@@ -302,6 +303,7 @@ class Tournament:
                 self._fill_pool(in_flight, ready)
                 self._save_state()
                 self._remove_stale_pod_files()
+                self._run_lockstep()
             self._finished = not self._budget_left(0)
             self._save_state()
             self._emit(
@@ -331,8 +333,19 @@ class Tournament:
             crashes=self._progress.crashes,
         )
 
+    def _run_lockstep(self) -> None:
+        """Let a lockstep backend (:class:`LockstepBackend`) run the rounds just submitted, as one."""
+        if isinstance(self.backend, LockstepBackend):
+            self.backend.run_submitted()
+
     def _next_finished(self, in_flight: Mapping[Future[RoundResult], int]) -> list[Future[RoundResult]]:
-        """The rounds to judge next, in submission order (``in_flight`` keeps that order)."""
+        """The rounds to judge next, in submission order (``in_flight`` keeps that order).
+
+        A lockstep backend has finished every round in flight: all are judged, then the pool refills.
+        """
+        if isinstance(self.backend, LockstepBackend):
+            wait(in_flight)
+            return list(in_flight)
         if self.config.judge_order == "submission":
             oldest = next(iter(in_flight))
             wait([oldest])

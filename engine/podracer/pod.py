@@ -269,17 +269,24 @@ def run_round(pod: Pod, train_rounds: int, evaluate: Evaluate) -> RoundResult:
         raise TournamentError(
             f"pod {pod.pod_id}'s train_round reported {env_steps} env steps; it must collect some"
         )
-    score = evaluate(pod_policy(pod.agent))
+    score = check_score(evaluate(pod_policy(pod.agent)), pod.pod_id)
     evaluated = time.perf_counter()
-    if isinstance(score, bool) or not isinstance(score, numbers.Real) or not math.isfinite(score):
-        raise TournamentError(
-            f"evaluate returned {score!r} for pod {pod.pod_id}; it must return a finite float"
-        )
     return RoundResult(
         pod_id=pod.pod_id,
         env_steps=env_steps,
         train_seconds=trained - started,
         eval_seconds=evaluated - trained,
-        score=float(score),
+        score=score,
         metrics=dict(stats.metrics) if stats is not None else {},
     )
+
+
+def check_score(score: Any, pod_id: int) -> float:
+    """``score`` as a float, if ``evaluate`` returned a finite real number for pod ``pod_id``.
+
+    Raises:
+        TournamentError: anything else (a bool, NaN, infinity, not a number).
+    """
+    if isinstance(score, bool) or not isinstance(score, numbers.Real) or not math.isfinite(score):
+        raise TournamentError(f"evaluate returned {score!r} for pod {pod_id}; it must return a finite float")
+    return float(score)

@@ -64,6 +64,7 @@ __all__ = [
     "Rollout",
     "RunningMeanStd",
     "bootstrap_truncated",
+    "check_round_size",
     "compute_gae",
     "learning_rate_at",
     "ppo_update",
@@ -409,6 +410,27 @@ class PPOAgent:
 
     # ------------------------------------------------------------------ collecting
 
+    def begin_collection(self, env: TensorVectorEnv) -> torch.Tensor:
+        """The raw observations ``(N, D)`` a round on ``env`` starts from.
+
+        The first time ``env`` is seen it is reset with a seed from the agent's generator; after
+        that a round continues from where the last one left it (:meth:`end_collection`).
+        """
+        if env is not self._env or self._next_obs is None:
+            seed = int(torch.randint(_SEED_SPACE, (), generator=self.generator, device=self.device))
+            self._next_obs, _ = env.reset(seed=seed)
+            self._env = env
+        return self._next_obs
+
+    def end_collection(self, env: TensorVectorEnv, next_obs: torch.Tensor) -> None:
+        """Remember where a round on ``env`` ended: raw observations ``(N, D)`` the next one starts from."""
+        self._env = env
+        self._next_obs = next_obs
+
+    def normalization_constants(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(shift, scale)`` ``(D,)`` of the current observation statistics (entities tied alike)."""
+        return self._normalization(dtype)
+
     @torch.no_grad()
     def collect(self, env: TensorVectorEnv) -> tuple[Rollout, dict[str, torch.Tensor]]:
         """Run ``rollout_steps`` steps on every env of ``env`` and compute advantages and returns.
@@ -431,11 +453,7 @@ class PPOAgent:
             buf = self._rollout = Rollout.allocate(
                 steps, num_envs, self.obs_dim, self.action_dim, self.device
             )
-        if env is not self._env or self._next_obs is None:
-            seed = int(torch.randint(_SEED_SPACE, (), generator=self.generator, device=self.device))
-            self._next_obs, _ = env.reset(seed=seed)
-            self._env = env
-        raw_obs = self._next_obs
+        raw_obs = self.begin_collection(env)
         obs_sum = torch.zeros(self.obs_dim, dtype=torch.float64, device=self.device)
         obs_sumsq = torch.zeros_like(obs_sum)
         episode_return = torch.zeros(num_envs, device=self.device)
@@ -461,7 +479,7 @@ class PPOAgent:
             finished_return_sum += (episode_return * ended).sum()
             finished_count += ended.sum()
             episode_return *= 1.0 - ended
-        self._next_obs = raw_obs
+        self.end_collection(env, raw_obs)
 
         # Critic values of the whole rollout in a few large matmuls rather than one small one per step.
         rows = buf.obs.flatten(0, 1).tensor_split(cfg.num_minibatches)
@@ -508,7 +526,7 @@ class PPOAgent:
         lr = learning_rate_at(cfg, self.env_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        _check_round_size(rollout.obs.shape[0] * rollout.obs.shape[1], cfg.num_minibatches)
+        check_round_size(rollout.obs.shape[0] * rollout.obs.shape[1], cfg.num_minibatches)
         return ppo_update(
             self.model, self.optimizer, rollout, cfg, lr, self.generator, self.device, self.epoch_hook
         )
@@ -521,7 +539,7 @@ class PPOAgent:
         """
         start = time.perf_counter()
         # Refused before any env step or statistics update, not after a wasted collection.
-        _check_round_size(self.config.rollout_steps * env.num_envs, self.config.num_minibatches)
+        check_round_size(self.config.rollout_steps * env.num_envs, self.config.num_minibatches)
         rollout, collect_metrics = self.collect(env)
         learn_metrics = self.learn(rollout)
         names = [*collect_metrics, *learn_metrics]
@@ -616,8 +634,8 @@ class PPOAgent:
         self.model.load_state_dict(state["model"])
         self.obs_stats.load_state_dict(state["obs_stats"])
         self.optimizer = self._new_optimizer()
-        if keep_optimizer:
-            self.optimizer.load_state_dict(state["optimizer"])
+        if keep_optimizer:  # a copy: torch's load keeps same-device tensors, and a donor may be live
+            self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
             for group in self.optimizer.param_groups:
                 group["lr"] = self.config.learning_rate
                 group["eps"] = self.config.adam_eps
@@ -654,7 +672,12 @@ class PPOAgent:
         return rollout + learning
 
 
-def _check_round_size(batch: int, num_minibatches: int) -> None:
+def check_round_size(batch: int, num_minibatches: int) -> None:
+    """Refuse a round of ``batch`` transitions too small for ``num_minibatches`` minibatches.
+
+    Raises:
+        AgentError: fewer than :data:`MIN_MINIBATCH_SIZE` transitions per minibatch.
+    """
     if batch < MIN_MINIBATCH_SIZE * num_minibatches:
         raise AgentError(
             f"a round of {batch} transitions cannot fill {num_minibatches} minibatches of at least "

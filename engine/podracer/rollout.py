@@ -17,7 +17,7 @@ def bootstrap_truncated(
     truncated: torch.Tensor,
     terminated: torch.Tensor,
     final_values: torch.Tensor,
-    gamma: float,
+    gamma: float | torch.Tensor,
 ) -> torch.Tensor:
     """Rewards with the value of the state reached added where an episode was truncated.
 
@@ -27,7 +27,7 @@ def bootstrap_truncated(
         terminated: ``(T, N)`` bool, the episode really ended after this step (no future value).
         final_values: ``(T, N)`` ``V(final_obs)``, the value of the observation each step reached
             before any reset (only read where truncated).
-        gamma: discount per step.
+        gamma: discount per step, one for all envs or ``(N,)`` per env (a population's pods).
 
     Returns:
         ``(T, N)``: ``rewards + gamma * final_values`` where truncated and not terminated, else ``rewards``.
@@ -41,8 +41,8 @@ def compute_gae(
     values: torch.Tensor,
     episode_ends: torch.Tensor,
     last_values: torch.Tensor,
-    gamma: float,
-    gae_lambda: float,
+    gamma: float | torch.Tensor,
+    gae_lambda: float | torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalised advantage estimates over a rollout.
 
@@ -56,8 +56,8 @@ def compute_gae(
         values: ``(T, N)`` ``V(obs_t)`` from the rollout.
         episode_ends: ``(T, N)`` bool, the episode ended (terminated or truncated) after step ``t``.
         last_values: ``(N,)`` value of the observation after the last step.
-        gamma: discount per step.
-        gae_lambda: GAE lambda.
+        gamma: discount per step, one for all envs or ``(N,)`` per env (a population's pods).
+        gae_lambda: GAE lambda, likewise.
 
     Returns:
         ``(advantages, returns)``, both ``(T, N)``; ``returns = advantages + values``.

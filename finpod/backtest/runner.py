@@ -155,6 +155,38 @@ def step_policies(
     return ledgers
 
 
+def step_rows(
+    panel: Panel, segment: str, config: EnvConfig, rows: Policy, count: int, device: torch.device
+) -> list[Ledger]:
+    """Trade ``count`` policies given as ONE row-wise call over segment ``segment``, bar by bar.
+
+    Env ``i`` is driven by row ``i`` of ``rows`` (e.g. :class:`podracer.population.PopulationPolicy`:
+    a population's pods in one batched network call per bar), so ``count`` policies cost one call a
+    bar. Runs in the caller's torch thread setting.
+
+    Args:
+        panel: the market (any device).
+        segment: ``"validation"`` or ``"backtest"``.
+        config: env settings (costs, limits, action mode); start and horizon are overridden.
+        rows: observations ``(count, D)`` -> actions ``(count, A)``, row ``i`` by policy ``i``.
+        count: how many policies ``rows`` holds.
+        device: where the env and policies run.
+
+    Returns:
+        One ledger per row, in order; row 0 (the first bar) of each is all cash.
+    """
+    with torch.inference_mode():
+        env = TradingEnv(
+            panel, segment, backtest_config(config, panel, segment), count, BACKTEST_SEED, device
+        )
+        recorder = LedgerRecorder(panel, segment, config, device, num_envs=count)
+        obs, _ = env.reset(seed=BACKTEST_SEED)
+        for _ in range(1, recorder.num_bars):
+            obs, _, _, _, info = env.step(rows(obs))
+            recorder.record(info)
+        return recorder.ledgers()
+
+
 def thread_candidates(traders: TraderBatch, rows: int) -> tuple[int, ...]:
     """The torch thread counts a pass may use: the process's count as well as 1 only for a stacked
     pass of two or more networks (its numbers are the same at any count), else :func:`threads_for`."""

@@ -6,8 +6,9 @@ autoreset, ``info["final_obs"]``). Shapes: ``N`` envs, ``M`` assets, ``F`` featu
 
 from __future__ import annotations
 
+import copy
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from finpod.env.market import Market, build_market
 from finpod.env.observation import entity_layout, observation_size
 from finpod.env.state import KEY_BITS, EnvState, initial_state, restart_where
 from finpod.errors import SpecError
+from podracer.api import TensorVectorEnv
 
 StepFn = Callable[[EnvState, torch.Tensor], tuple[EnvState, dynamics.StepOutput]]
 """``(state, actions) -> (next state, outputs)`` with the env's config and market bound."""
@@ -254,3 +256,50 @@ class TradingEnv:
             "bar_index": out.bar_index,
         }
         return out.obs, out.reward, out.terminated, out.truncated, info
+
+    def stack(self, members: Sequence[TensorVectorEnv]) -> TradingEnv:
+        """One env of ``sum(N_i)`` rows: ``members``' envs in order, continuing from their states.
+
+        How a population of pods (:mod:`podracer.population`) steps all its pods' envs in one call.
+        The members must trade the same market tables and segment with the same settings; the
+        stacked env shares them (no copy) and concatenates the dynamic state. Write its state back
+        with :meth:`scatter` after stepping it.
+
+        Raises:
+            SpecError: a member that is not a TradingEnv of the same market, segment and settings.
+        """
+        envs = [_same_market(self, member) for member in members]
+        stacked = copy.copy(self)
+        stacked.num_envs = sum(env.num_envs for env in envs)
+        stacked.state = EnvState(
+            *(torch.cat(parts) for parts in zip(*(env.state for env in envs), strict=True))
+        )
+        stacked._steps_left = np.concatenate([env._steps_left for env in envs])
+        stacked._generator = torch.Generator(device="cpu")  # a stacked env is stepped, never reseeded
+        return stacked
+
+    def scatter(self, stacked: TensorVectorEnv, members: Sequence[TensorVectorEnv]) -> None:
+        """Write ``stacked``'s state (made by :meth:`stack` from ``members``) back into ``members``."""
+        if not isinstance(stacked, TradingEnv):
+            raise SpecError(f"scatter needs the TradingEnv that stack made, got {type(stacked).__name__}")
+        first = 0
+        for member in members:
+            env = _same_market(self, member)
+            rows = slice(first, first + env.num_envs)
+            env.state = EnvState(*(part[rows] for part in stacked.state))
+            env._steps_left = stacked._steps_left[rows].copy()
+            first = rows.stop
+
+
+def _same_market(reference: TradingEnv, member: TensorVectorEnv) -> TradingEnv:
+    """``member`` as a TradingEnv trading ``reference``'s market with its settings, else a SpecError."""
+    if not isinstance(member, TradingEnv):
+        raise SpecError(f"only TradingEnvs stack with a TradingEnv, got {type(member).__name__}")
+    ours, theirs = reference.market, member.market
+    same_tables = all(a is b for a, b in zip(ours[:3], theirs[:3], strict=True))
+    if not (same_tables and ours[3:] == theirs[3:] and member.config == reference.config):
+        raise SpecError(
+            "TradingEnvs stack only when they trade one market segment with one EnvConfig; "
+            "build every pod's env from the same panel, segment and config"
+        )
+    return member

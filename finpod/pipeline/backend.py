@@ -1,6 +1,8 @@
 """Where a run's pods train: the spec's ``[tournament] backend`` as a podracer backend.
 
-``local`` is podracer's own thread pool (the tournament makes it; nothing to do here). ``ray`` joins
+``local`` is podracer's own thread pool (the tournament makes it; nothing to do here).
+``population`` trains the whole pool in lockstep as one batched computation in this process
+(:class:`podracer.PopulationBackend`). ``ray`` joins
 the Ray cluster at ``tournament.address`` (or starts a private Ray on 127.0.0.1) and runs each pod
 on a Ray actor reserving ``cpus_per_pod`` CPUs and ``gpus_per_pod`` of a GPU; the pool follows the
 cluster, capped at ``pool_size``. Ray is imported only for a Ray run.
@@ -8,6 +10,7 @@ cluster, capped at ``pool_size``. Ray is imported only for a Ray run.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -15,7 +18,24 @@ import torch
 
 from finpod.errors import SpecError
 from finpod.spec import Spec
-from podracer import Backend, TournamentError
+from podracer import Backend, PopulationBackend, TournamentError
+
+
+def population_threads(spec: Spec) -> int:
+    """Torch threads of a population run: ``torch_threads_per_pod`` per pod of the pool, at most the cores."""
+    settings = spec.tournament
+    return max(1, min(os.cpu_count() or 1, settings.torch_threads_per_pod * settings.pool_size))
+
+
+def training_threads(spec: Spec) -> int:
+    """Torch intra-op threads a pod's training computation runs with, as ``run.json`` records them.
+
+    ``population``: :func:`population_threads` for the whole pool; ``local``: ``torch_threads_per_pod``
+    per pod thread; ``ray``: the same, in each pod's own process.
+    """
+    if spec.tournament.backend == "population":
+        return population_threads(spec)
+    return spec.tournament.torch_threads_per_pod
 
 
 @contextmanager
@@ -28,6 +48,13 @@ def pod_backend(spec: Spec, device: torch.device) -> Iterator[Backend | None]:
     settings = spec.tournament
     if settings.backend == "local":
         yield None
+        return
+    if settings.backend == "population":
+        population = PopulationBackend(settings.pool_size, population_threads(spec))
+        try:
+            yield population
+        finally:
+            population.shutdown()
         return
     if device.type == "cuda" and settings.gpus_per_pod == 0:
         raise SpecError(

@@ -39,7 +39,7 @@ from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.matmul_precision import cuda_matmul_precision
 from finpod.paths import default_data_root
-from finpod.pipeline.backend import pod_backend
+from finpod.pipeline.backend import pod_backend, training_threads
 from finpod.pipeline.inputs import (
     adjustment_warning,
     backtest_panel,
@@ -56,13 +56,13 @@ from finpod.pipeline.trader_inputs import save_trader_inputs
 from finpod.pipeline.training import (
     TRAIN_SEGMENT,
     AgentFactory,
+    ValidationScore,
     agent_factory,
     base_agent_config,
     check_horizon,
     deterministic_policy,
     env_config,
     precision_agent_factory,
-    validation_score,
 )
 from finpod.report import metrics_table, write_report
 from finpod.spec import Spec, TournamentSpec
@@ -236,15 +236,13 @@ def train(
     def make_env(seed: int) -> TradingEnv:
         return TradingEnv(panel, TRAIN_SEGMENT, train_config, spec.env.num_envs, seed, device)
 
-    def evaluate(policy: Policy) -> float:
-        return validation_score(
-            panel,
-            eval_config,
-            policy,
-            device,
-            chunks=spec.tournament.validation_chunks,
-            warmup_bars=spec.tournament.validation_warmup_bars,
-        )
+    evaluate = ValidationScore(
+        panel,
+        eval_config,
+        device,
+        chunks=spec.tournament.validation_chunks,
+        warmup_bars=spec.tournament.validation_warmup_bars,
+    )
 
     base = base_agent_config(spec)
     precision = spec.tournament.cuda_matmul_precision
@@ -331,7 +329,7 @@ def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]
         "python_version": platform.python_version(),
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "torch_threads": {
-            "training": torch.get_num_threads(),
+            "training": training_threads(spec),
             "evaluation": threads_for(1),
             "validation": threads_for(spec.tournament.validation_chunks),
         },

@@ -10,13 +10,16 @@ At minute scale the pass may run as contiguous chunks side by side (``tournament
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import empyrical as ep
+import pandas as pd
 import torch
 
 from finpod.backtest.chunked import chunk_plan, chunked_equity
 from finpod.backtest.pyfolio_format import daily_returns
-from finpod.backtest.runner import run_policy
+from finpod.backtest.runner import run_policy, step_rows, worth_running_ahead
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
@@ -86,7 +89,51 @@ def validation_score(
         equity = run_policy(panel, VALIDATION_SEGMENT, config, policy, device).equity_usd
     else:
         equity = chunked_equity(panel, VALIDATION_SEGMENT, config, policy, device, plan)
-    returns = daily_returns(panel, first_bar, equity, config.initial_cash_usd)
+    return _sharpe(daily_returns(panel, first_bar, equity, config.initial_cash_usd))
+
+
+@dataclass(frozen=True)
+class ValidationScore:
+    """The tournament's ``evaluate``: :func:`validation_score` of a policy, and of many at once.
+
+    A population of pods (``tournament.backend = "population"``) is scored in one batched pass
+    (:meth:`score_many`: one env of ``P`` accounts, one network call a bar for all pods) when the
+    score is one continuous pass stepped bar by bar; with chunks or a rebalance band (where single
+    passes run ahead) each policy is scored alone, as :meth:`__call__` does.
+
+    Attributes:
+        panel: the selection panel (holds the validation segment).
+        config: env settings (start and horizon are overridden).
+        device: where the env and policies run.
+        chunks: ``tournament.validation_chunks``.
+        warmup_bars: ``tournament.validation_warmup_bars``.
+    """
+
+    panel: Panel
+    config: EnvConfig
+    device: torch.device
+    chunks: int = 1
+    warmup_bars: int = 0
+
+    def __call__(self, policy: Policy) -> float:
+        """:func:`validation_score` of ``policy``."""
+        return validation_score(
+            self.panel, self.config, policy, self.device, chunks=self.chunks, warmup_bars=self.warmup_bars
+        )
+
+    def score_many(self, policies: Sequence[Policy], rows: Policy) -> list[float]:
+        """The scores of ``policies``; ``rows``: them as one row-wise call (podracer ScoresMany)."""
+        first_bar, stop = self.panel.segment(VALIDATION_SEGMENT)
+        one_pass = chunk_plan(stop - first_bar, self.chunks, self.warmup_bars).num_chunks == 1
+        if not one_pass or worth_running_ahead(self.config):
+            return [self(policy) for policy in policies]
+        ledgers = step_rows(self.panel, VALIDATION_SEGMENT, self.config, rows, len(policies), self.device)
+        cash = self.config.initial_cash_usd
+        return [_sharpe(daily_returns(self.panel, first_bar, ledger.equity_usd, cash)) for ledger in ledgers]
+
+
+def _sharpe(returns: pd.Series) -> float:
+    """Annualised Sharpe of daily returns (empyrical, zero risk-free rate); 0 if flat or undefined."""
     sharpe = float(ep.sharpe_ratio(returns.to_numpy()))
     return sharpe if math.isfinite(sharpe) else 0.0
 

@@ -290,10 +290,12 @@ class TournamentSpec(Model):
         "(validation_chunks > 1), so its portfolio is the policy's, not all cash",
         examples=[390],
     )
-    backend: Literal["local", "ray"] = Field(
+    backend: Literal["local", "population", "ray"] = Field(
         "local",
-        description='where pods train: "local" (threads in this process) or "ray" (Ray actors; pool_size '
-        "then caps the pool, which follows the cluster's CPUs/GPUs)",
+        description='where pods train: "local" (threads in this process), "population" (the whole pool '
+        "in lockstep as one batched computation on the run's device, torch_threads_per_pod x pool_size "
+        'threads up to the cores) or "ray" (Ray actors; pool_size then caps the pool, which follows the '
+        "cluster's CPUs/GPUs)",
         examples=["ray"],
     )
     address: str | None = Field(

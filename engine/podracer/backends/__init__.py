@@ -1,10 +1,12 @@
-"""Backends run pod rounds: :class:`LocalBackend` (threads in this process) is the embedded default.
+"""Backends run pod rounds: :class:`LocalBackend` (threads in this process) is the embedded default;
+:class:`PopulationBackend` trains the pool in lockstep as one batched computation.
 
 :class:`Backend` is the interface; ``podracer.backends.ray_backend.RayBackend`` runs pods as Ray actors
 (imported from its module, so that ``import podracer`` does not import Ray).
 """
 
-from podracer.backends.base import Backend, RoundTask
+from podracer.backends.base import Backend, LockstepBackend, RoundTask
 from podracer.backends.local import LocalBackend
+from podracer.backends.population import PopulationBackend
 
-__all__ = ["Backend", "LocalBackend", "RoundTask"]
+__all__ = ["Backend", "LocalBackend", "LockstepBackend", "PopulationBackend", "RoundTask"]

@@ -69,3 +69,18 @@ class Backend(Protocol):
     def shutdown(self) -> None:
         """Wait for running tasks and release the workers."""
         ...
+
+
+@runtime_checkable
+class LockstepBackend(Backend, Protocol):
+    """A backend that runs the pool's rounds together: the orchestrator submits every ready pod,
+    then calls :meth:`run_submitted`, and judges all the rounds once it returns.
+
+    (:class:`~podracer.backends.population.PopulationBackend` trains them as one batched computation.)
+    """
+
+    lockstep: bool
+
+    def run_submitted(self) -> None:
+        """Run every task submitted since the last call; their futures are resolved on return."""
+        ...

@@ -19,8 +19,6 @@ do not affect the cost of a step. The env runs eagerly with the default :class:`
 from __future__ import annotations
 
 import dataclasses
-import resource
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -31,9 +29,8 @@ from finpod.bench.env_bench import random_walk_panel
 from finpod.env import EnvConfig, TradingEnv
 from finpod.errors import SpecError
 from finpod.matmul_precision import check_matmul_precision, cuda_matmul_precision
+from finpod.pipeline.phases import peak_rss_bytes
 from podracer.ppo import PPOAgent, PPOConfig
-
-KIB = 1024
 
 
 @dataclass(frozen=True)
@@ -125,8 +122,7 @@ def measure_matmul_peak(device: torch.device, size: int, repeats: int) -> float:
 def _peak_memory_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * KIB)  # Linux reports KiB, macOS bytes
+    return peak_rss_bytes()
 
 
 def run_train_bench(

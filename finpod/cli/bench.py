@@ -1,4 +1,4 @@
-"""``finpod bench data|env|train|skill``: throughput, peak-memory and learning benchmarks.
+"""``finpod bench data|env|train|skill|main``: throughput, peak-memory and learning benchmarks.
 
 The benchmarks (and torch) are imported inside each command, so that every other ``finpod``
 command, ``--help`` and ``--version`` start without them.
@@ -276,3 +276,45 @@ def skill(
                     f"(max {row['dsr_max'][trader]:.2f})  "
                     f"{row['env_steps']:.0f} steps  {row['seconds']:.0f} s"
                 )
+
+
+@app.command("main")
+def main_job(
+    shape: str = typer.Option(
+        "daily20", "--shape", help="daily20 (the demo) or minute100 (the paper's shape)."
+    ),
+    days: int = typer.Option(
+        0, "--days", help="minute100: sessions of minute bars (0: 20; the paper's shape has 1,360)."
+    ),
+    overrides: list[str] = typer.Option(  # noqa: B008  # typer copies defaults
+        [], "--set", help="Spec override SECTION.KEY=VALUE, as with finpod run (repeatable)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+) -> None:
+    """The real `finpod run` on a named shape: phase times, env steps/s vs bench train, memory."""
+    from finpod.bench import main_bench
+
+    spec = main_bench.shape_spec(shape, days or None, overrides)
+    result = main_bench.run_main_bench(shape, spec)
+    if as_json:
+        typer.echo(main_bench.as_json(result))
+        return
+    phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result.phase_seconds.items())
+    typer.echo(
+        f"{result.shape} on {result.device} ({result.backend}, pool {result.pool_size}, "
+        f"{result.num_envs} envs x {result.num_assets} assets, {result.torch_threads} torch threads)"
+    )
+    typer.echo(f"  phases: {phases}; total {result.total_seconds:.1f} s")
+    typer.echo(
+        f"  training: {result.env_steps:,} env steps at {result.env_steps_per_second:,.0f} env steps/s with "
+        f"learning; bench train at this shape {result.train_bench_samples_per_second:,.0f} samples/s "
+        f"(ratio {result.ratio_to_train_bench:.2f})"
+    )
+    typer.echo(
+        f"  peak memory {result.peak_rss_bytes / GIB:.2f} GiB; "
+        f"best backtest Sharpe {result.best_backtest_sharpe:.2f}"
+    )
+    if result.gpu_busy_percent:
+        busy = ", ".join(f"{name} {value:.0f} %" for name, value in result.gpu_busy_percent.items())
+        memory = ", ".join(f"{name} {value:,.0f} MiB" for name, value in result.gpu_memory_mib.items())
+        typer.echo(f"  GPU busy: {busy}; GPU memory: {memory}")

@@ -46,7 +46,9 @@ def run_command(
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     backend: Annotated[
         str | None,
-        typer.Option(help="where pods train: local or ray (default: the spec's tournament.backend)"),
+        typer.Option(
+            help="where pods train: local, population or ray (default: the spec's tournament.backend)"
+        ),
     ] = None,
     address: Annotated[
         str | None,

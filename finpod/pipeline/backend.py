@@ -22,9 +22,13 @@ from podracer import Backend, PopulationBackend, TournamentError
 
 
 def population_threads(spec: Spec) -> int:
-    """Torch threads of a population run: ``torch_threads_per_pod`` per pod of the pool, at most the cores."""
-    settings = spec.tournament
-    return max(1, min(os.cpu_count() or 1, settings.torch_threads_per_pod * settings.pool_size))
+    """Torch threads of a population run's one computation: ``torch_threads_per_pod``, at most the cores.
+
+    One thread by default: on a small CPU a second thread helps a batched matmul less than a busy
+    core stalls it (OpenMP waits for the slowest thread), and one thread gives the same numbers on
+    every machine. Raise ``torch_threads_per_pod`` on a big idle CPU.
+    """
+    return max(1, min(os.cpu_count() or 1, spec.tournament.torch_threads_per_pod))
 
 
 def training_threads(spec: Spec) -> int:

@@ -49,6 +49,7 @@ from finpod.pipeline.inputs import (
     selection_panel,
     universe_symbols,
 )
+from finpod.pipeline.phases import PhaseClock, peak_rss_bytes
 from finpod.pipeline.progress import TrainingMonitor
 from finpod.pipeline.rundir import RunDir, create_run_dir, find_resumable, reports_root
 from finpod.pipeline.summary import print_summary
@@ -151,6 +152,7 @@ def run(
         SpecError, DataError: a bad spec, option or dataset (one line each).
     """
     console = console or text_console()
+    clock = PhaseClock()
     device = torch.device(spec.resolve_device())
     root = reports_root(out)
     resumed = find_resumable(spec, root) if resume else None
@@ -164,6 +166,7 @@ def run(
     late = late_symbols(spec, bars)
     panel = selection_panel(spec, bars, symbols, str(device))
     check_horizon(spec, panel)
+    clock.lap("data")
     # every check that can refuse the spec ran above: only now is anything written
     if resumed is not None:
         run_dir = resumed
@@ -189,14 +192,17 @@ def run(
             if resumed is None and not (run_dir.tournament / STATE_NAME).exists():
                 shutil.rmtree(run_dir.root, ignore_errors=True)  # nothing trained: nothing to resume
             raise
+        clock.lap("train")
         run_dir.set_status("backtesting")
         factory = agent_factory(_probe(spec, panel, device), device)
         policies = select(spec, leaderboard, factory)
         validation = run_backtest(panel, "validation", env_config(spec, random_start=False), policies, device)
+        clock.lap("validate")
         del panel
         full = backtest_panel(spec, bars, symbols, str(device))
         backtest = run_backtest(full, "backtest", env_config(spec, random_start=False), policies, device)
         record_backtest_threads(run_dir, validation, backtest)
+        clock.lap("backtest")
         if warning:
             validation.notes.append(warning.removeprefix("warning: ").capitalize())
             backtest.notes.append(warning.removeprefix("warning: ").capitalize())
@@ -211,6 +217,8 @@ def run(
             run_info={**run_dir.read_info(), "status": "done"},  # what the page describes: a finished run
             render=report,
         )
+        clock.lap("report")
+        record_phases(run_dir, clock, history[-1]["env_steps"] if history else 0)
         run_dir.record_integrity()
         run_dir.set_status("done")
         print_summary(console, backtest, validation, paths.html if report else None, run_dir.root)
@@ -259,7 +267,11 @@ def train(
         with (
             tournament,
             TrainingMonitor(
-                console, run_dir.tensorboard, spec.tournament.budget_env_steps, scores
+                console,
+                run_dir.tensorboard,
+                spec.tournament.budget_env_steps,
+                scores,
+                budget_seconds=spec.tournament.budget_seconds,
             ) as monitor,
         ):
             result = tournament.run(on_event=monitor)
@@ -308,6 +320,17 @@ def record_backtest_threads(run_dir: RunDir, *results: BacktestResult) -> None:
         result.segment: {str(count): steps for count, steps in result.steps_by_threads.items()}
         for result in results
     }
+    run_dir.write_info(info)
+
+
+def record_phases(run_dir: RunDir, clock: PhaseClock, env_steps: int) -> None:
+    """Record in ``run.json`` the wall seconds of each phase of this process's run (``phase_seconds``),
+    its peak resident memory (``peak_rss_bytes``; a resumed run's earlier processes not counted) and
+    the env steps the tournament trained in all (``tournament_env_steps``)."""
+    info = run_dir.read_info()
+    info["tournament_env_steps"] = int(env_steps)
+    info["phase_seconds"] = {name: round(seconds, 3) for name, seconds in clock.seconds.items()}
+    info["peak_rss_bytes"] = peak_rss_bytes()
     run_dir.write_info(info)
 
 

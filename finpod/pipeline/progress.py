@@ -28,8 +28,9 @@ LEADERS_SHOWN = 3
 """Leaderboard scores shown on the progress line."""
 BAR_WIDTH = 24
 """Characters of the bar itself; every other field has a fixed width too, so the line never jumps."""
-STATS_WIDTH = 60
-"""Characters of the stats field: ``pods NNN | val Sharpe +S.SS +S.SS +S.SS | NNN,NNN steps/s``."""
+STATS_WIDTH = 76
+"""Characters of the stats field:
+``pods NNN | val Sharpe +S.SS +S.SS +S.SS | NNN,NNN steps/s | N,NNN/N,NNN s``."""
 POD_METRICS = (
     "policy_loss",
     "value_loss",
@@ -46,7 +47,8 @@ class TrainingMonitor:
     """Turns tournament events into a progress line and TensorBoard logs.
 
     The line shows the env-step budget spent (bar, percent, steps), pods started, the leaderboard's
-    validation scores (best first), env steps per second, elapsed time and the ETA (from the recent
+    validation scores (best first), the tournament's env steps per second (all pods, learning and
+    validation included), the wall-time budget spent, elapsed time and the ETA (from the recent
     rate of env steps). Every field has a fixed width.
 
     TensorBoard (x axis: tournament env steps): ``tournament/best_validation_score``,
@@ -60,6 +62,8 @@ class TrainingMonitor:
         tensorboard_dir: folder for the event files.
         budget_env_steps: the tournament's env-step budget (the bar's total).
         leaderboard_scores: returns the leaderboard's current scores, best first.
+        budget_seconds: the tournament's wall-time budget, shown beside the steps (the tournament
+            stops at whichever budget runs out first).
     """
 
     def __init__(
@@ -68,6 +72,7 @@ class TrainingMonitor:
         tensorboard_dir: Path,
         budget_env_steps: int,
         leaderboard_scores: Callable[[], list[float]],
+        budget_seconds: float | None = None,
     ) -> None:
         self._dir = tensorboard_dir
         self._writer = SummaryWriter(log_dir=str(tensorboard_dir))
@@ -92,6 +97,7 @@ class TrainingMonitor:
             transient=False,
         )
         self._task: TaskID = self._progress.add_task("train", total=budget_env_steps, stats="starting")
+        self._budget_seconds = budget_seconds
         self._scores = leaderboard_scores
         self._pods = 0
         self._steps_per_s = 0.0
@@ -125,7 +131,7 @@ class TrainingMonitor:
                 self._hparams[event.pod_id] = hparams_of(data["agent_config"])
         elif event.kind == "round_finished":
             score = float(data["score"])
-            self._steps_per_s = float(data["steps_per_s"])
+            self._steps_per_s = step / event.elapsed_s if event.elapsed_s > 0 else 0.0
             self._writer.add_scalar("pods/validation_score", score, step)
             self._writer.add_scalar("tournament/env_steps_per_s", self._steps_per_s, step)
             self._writer.add_scalar("tournament/leaderboard_entries", len(scores), step)
@@ -135,6 +141,8 @@ class TrainingMonitor:
                 self._pod_scalars(event.pod_id, score, data.get("metrics", {}), step)
         board = " ".join(f"{score:+5.2f}" for score in scores[:LEADERS_SHOWN]) or "empty"
         stats = f"pods {self._pods:>3} | val Sharpe {board:<17} | {self._steps_per_s:>9,.0f} steps/s"
+        if self._budget_seconds is not None:
+            stats += f" | {event.elapsed_s:,.0f}/{self._budget_seconds:,.0f} s"
         self._progress.update(self._task, completed=step, stats=stats)
 
     def _pod_scalars(self, pod_id: int, score: float, metrics: Mapping[str, Any], step: int) -> None:

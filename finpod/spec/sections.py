@@ -259,7 +259,8 @@ class TournamentSpec(Model):
     torch_threads_per_pod: int = Field(
         1,
         ge=1,
-        description="torch threads per training pod (results on CPU depend on it; run.json records it)",
+        description="torch threads per training pod; with backend population, of the whole pool's one "
+        "computation (results on CPU depend on it; run.json records it)",
         examples=[1],
     )
     cuda_matmul_precision: Literal["highest", "high"] = Field(
@@ -293,8 +294,8 @@ class TournamentSpec(Model):
     backend: Literal["local", "population", "ray"] = Field(
         "local",
         description='where pods train: "local" (threads in this process), "population" (the whole pool '
-        "in lockstep as one batched computation on the run's device, torch_threads_per_pod x pool_size "
-        'threads up to the cores) or "ray" (Ray actors; pool_size then caps the pool, which follows the '
+        "in lockstep as one batched computation on the run's device, with torch_threads_per_pod threads "
+        'in all) or "ray" (Ray actors; pool_size then caps the pool, which follows the '
         "cluster's CPUs/GPUs)",
         examples=["ray"],
     )

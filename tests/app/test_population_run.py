@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ def test_a_population_run_trains_selects_and_records_its_threads(
     )
     result = finpod.run(spec, out=tmp_path / "reports")
     info = json.loads((result.run_dir / "run.json").read_text())
-    assert info["torch_threads"]["training"] == min(3, os.cpu_count() or 1)
+    assert info["torch_threads"]["training"] == 1
     assert "best" in result.backtest.traders
     events = [json.loads(line) for line in (result.run_dir / "tournament" / "events.jsonl").open()]
     rounds = [e for e in events if e["kind"] == "round_finished"]

@@ -1,0 +1,32 @@
+"""Wall seconds per phase of the main job (data, train, validate, backtest, report), for run.json."""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+
+PHASES: tuple[str, ...] = ("data", "train", "validate", "backtest", "report")
+"""The phases of ``finpod run``, in order."""
+
+
+class PhaseClock:
+    """Splits a run's wall time into named phases: each :meth:`lap` closes the phase that ran since
+    the last one (or since the clock started)."""
+
+    def __init__(self) -> None:
+        self._last = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+        """Wall seconds of each phase lapped so far, by name, in lap order."""
+
+    def lap(self, phase: str) -> None:
+        """Close ``phase``: the wall time since the previous lap counts to it."""
+        now = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + (now - self._last)
+        self._last = now
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process so far, in bytes (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)

@@ -13,6 +13,7 @@ import gzip
 import json
 import os
 import shutil
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,6 +143,36 @@ def _broken_link(tmp: Path, fx: Fixtures) -> list[str]:
     return ["data", "import", str(folder), "--out", str(tmp / "out")]
 
 
+def _fifo(in_folder: bool) -> Setup:
+    """A named pipe called ``b.csv``, given directly or inside a folder: never read (it would block)."""
+
+    def setup(tmp: Path, fx: Fixtures) -> list[str]:
+        folder = tmp / "in"
+        folder.mkdir()
+        (folder / "a.csv").write_bytes(BARS + ROW0 + ROW1)
+        os.mkfifo(folder / "b.csv")
+        return ["data", "import", str(folder if in_folder else folder / "b.csv"), "--out", str(tmp / "out")]
+
+    return setup
+
+
+def _socket_file(tmp: Path, fx: Fixtures) -> list[str]:
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp / "b.csv"))
+    return ["data", "import", str(tmp / "b.csv"), "--out", str(tmp / "out")]
+
+
+def _link_loop(tmp: Path, fx: Fixtures) -> list[str]:
+    (tmp / "a.csv").symlink_to(tmp / "b.csv")
+    (tmp / "b.csv").symlink_to(tmp / "a.csv")
+    return ["data", "import", str(tmp / "a.csv"), "--out", str(tmp / "out")]
+
+
+def _under_a_file(tmp: Path, fx: Fixtures) -> list[str]:
+    (tmp / "a.csv").write_bytes(BARS + ROW0 + ROW1)
+    return ["data", "import", str(tmp / "a.csv" / "b.csv"), "--out", str(tmp / "out")]
+
+
 def _bad_files(count: int) -> Setup:
     """``count`` files with a missing close and one good file, imported as a folder."""
 
@@ -255,6 +286,7 @@ def _truncate_snapshot(run: Path) -> None:
 BARS = b"timestamp,symbol,open,high,low,close,volume\n"
 ROW0 = b"2019-02-11T14:30:00+00:00,AAPL,10,11,9,10,100\n"
 ROW1 = b"2019-02-11T14:31:00+00:00,AAPL,10,11,9,10,100\n"
+OPEN_INPUT = "finpod.data.input_paths.open_for_reading"
 
 
 # ---------------------------------------------------------------- the cases, class by class
@@ -518,6 +550,19 @@ DATA_CASES = [
         "data_missing_path",
         _args("data", "import", "{tmp}/missing.csv", "--out", "{tmp}/out"),
         ("no such file",),
+    ),
+    Bad("data_fifo", _fifo(in_folder=False), ("b.csv: a named pipe (FIFO), not a regular file", "save")),
+    Bad(
+        "data_fifo_in_folder", _fifo(in_folder=True), ("in/b.csv: a named pipe (FIFO)", "cat PIPE > bars.csv")
+    ),
+    Bad("data_socket", _socket_file, ("b.csv: a socket, not a regular file",)),
+    Bad("data_symlink_loop", _link_loop, ("a.csv: a loop of symbolic links",)),
+    Bad("data_path_under_a_file", _under_a_file, ("a.csv is a file, not a folder",)),
+    Bad(
+        "data_file_not_readable",
+        _data_file("b.csv", BARS + ROW0 + ROW1),
+        ("b.csv: not readable (permission denied)", "chmod u+r"),
+        fault=(OPEN_INPUT, errno.EACCES),
     ),
     Bad(
         "data_folder_without_files",

@@ -16,7 +16,6 @@ Minute bars outside XNAS regular hours are dropped and counted; zero-volume bars
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -38,6 +37,7 @@ from finpod.data.importers.common import (
     parse_timestamps,
     read_table,
 )
+from finpod.data.input_paths import expand_paths
 from finpod.data.schema import FREQUENCIES, Frequency
 from finpod.data.splits import (
     SPLITS_SHOWN,
@@ -53,7 +53,6 @@ from finpod.data.textfile import UNREADABLE, records
 from finpod.data.validate import invalid_rows, readable, validate_bars
 from finpod.errors import DataError
 
-DATA_SUFFIXES: Final[tuple[str, ...]] = (".csv", ".csv.gz", ".parquet")
 ACCEPTED_FORMATS: Final[str] = (
     "AlphaVantage-style SYMBOL_1min.csv/SYMBOL_daily.csv (datetime,open,high,low,close,volume); "
     "daily-adjusted DA-TICKER-*.csv (timestamp,open,high,low,close,adjusted_close,volume,"
@@ -70,49 +69,6 @@ class _Candidate:
     kind: str
     frequency: str
     frame: pd.DataFrame
-
-
-def expand_paths(paths: Sequence[Path]) -> list[Path]:
-    """Files named directly plus the data files (``.csv``, ``.csv.gz``, ``.parquet``) inside folders.
-
-    Args:
-        paths: files and folders given by the user.
-
-    Returns:
-        The data files, folders expanded in name order.
-
-    Raises:
-        DataError: a path does not exist, is a broken symbolic link (also inside a folder: never
-            skipped silently), or a folder holds no data file.
-    """
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            broken = sorted(
-                p
-                for p in path.iterdir()
-                if p.is_symlink() and not p.exists() and p.name.endswith(DATA_SUFFIXES)
-            )
-            if broken:
-                raise DataError(
-                    f"{broken[0]}: a broken symbolic link (to {os.readlink(broken[0])}); fix: point it at "
-                    "the file or remove it"
-                )
-            inside = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(DATA_SUFFIXES))
-            if not inside:
-                raise DataError(f"{path}: folder holds no .csv or .parquet file; point at the data files")
-            files.extend(inside)
-        elif path.is_file():
-            files.append(path)
-        elif path.is_symlink():
-            raise DataError(
-                f"{path}: a broken symbolic link (to {os.readlink(path)}); fix: point it at the file"
-            )
-        else:
-            raise DataError(f"{path}: no such file or folder; check the path")
-    if not files:
-        raise DataError("no input files; pass at least one file or folder")
-    return files
 
 
 def _apply_column_map(frame: pd.DataFrame, path: Path, column_map: Mapping[str, str]) -> pd.DataFrame:

@@ -3,7 +3,7 @@
 Accepted formats (detected from the header and the file name, no flags needed):
 
 * AlphaVantage-style ``SYMBOL_<freq>.csv`` (``datetime,open,high,low,close,volume``; naive New York
-  time, bar END, newest first) -> :mod:`finpod.data.importers.alphavantage`;
+  time, bar END, newest first; the name is what says so) -> :mod:`finpod.data.importers.alphavantage`;
 * daily-adjusted ``DA-<TICKER>-*.csv`` (raw OHLCV + ``adjusted_close,dividend_amount,split_coefficient``)
   -> :mod:`finpod.data.importers.pooksoft`;
 * bar-schema CSV/parquet (``timestamp,symbol,open,high,low,close,volume``, UTC bar starts) and vendor
@@ -37,6 +37,7 @@ from finpod.data.importers.common import (
     parse_timestamps,
     read_table,
 )
+from finpod.data.importers.naive_times import UNSAID, NaiveReading
 from finpod.data.input_paths import expand_paths
 from finpod.data.schema import FREQUENCIES, Frequency
 from finpod.data.splits import (
@@ -129,12 +130,9 @@ def _probe(path: Path, column_map: Mapping[str, str], lenient: bool = False) -> 
     if len(frame) == 0:
         raise DataError(f"{path}: empty file (a header, no bars); export some bars into it or leave it out")
     lowered = [str(name).strip().lower() for name in frame.columns]
-    if tuple(lowered) == alphavantage.HEADER:
-        frequency = alphavantage.frequency_from_name(path)
-        if frequency is None:
-            stamps = parse_timestamps(frame[frame.columns[0]], path, path.stem)
-            frequency = infer_frequency(pd.DataFrame({"timestamp": stamps, "symbol": path.stem}))
-        return _Candidate(path, "alphavantage", frequency, frame)
+    named_frequency = alphavantage.frequency_from_name(path)
+    if tuple(lowered) == alphavantage.HEADER and named_frequency is not None:
+        return _Candidate(path, "alphavantage", named_frequency, frame)
     if set(pooksoft.ADJUSTMENT_COLUMNS) <= set(lowered) and "timestamp" in lowered:
         return _Candidate(path, "pooksoft", "1d", frame)
     if tabular.is_bar_schema([str(name) for name in frame.columns]):
@@ -210,11 +208,11 @@ def _select_frequency(candidates: list[_Candidate], freq: str | None) -> tuple[l
     return chosen, notes
 
 
-def _load(candidate: _Candidate, symbol: str | None) -> LoadedFile:
+def _load(candidate: _Candidate, symbol: str | None, reading: NaiveReading) -> LoadedFile:
     path = candidate.path
     if candidate.kind == "alphavantage":
         ticker = symbol or alphavantage.symbol_from_name(path)
-        return alphavantage.read_alphavantage(candidate.frame, path, candidate.frequency, ticker)
+        return alphavantage.read_alphavantage(candidate.frame, path, candidate.frequency, ticker, reading)
     if candidate.kind == "pooksoft":
         return pooksoft.read_pooksoft(candidate.frame, path, symbol or pooksoft.symbol_from_name(path))
     if candidate.kind == "bars":
@@ -223,8 +221,8 @@ def _load(candidate: _Candidate, symbol: str | None) -> LoadedFile:
             loaded.bars["symbol"] = symbol
         return loaded
     ticker = symbol or path.name.split(".")[0].split("_")[0].upper()
-    frame = candidate.frame.drop(columns=["symbol"]) if symbol is not None else candidate.frame
-    return tabular.read_vendor(frame, path, ticker)
+    frame = candidate.frame.drop(columns=["symbol"], errors="ignore") if symbol else candidate.frame
+    return tabular.read_vendor(frame, path, ticker, candidate.frequency, reading)
 
 
 def _check_timestamps(loaded: LoadedFile) -> pd.DataFrame:
@@ -364,6 +362,7 @@ def import_paths(
     raw_prices: bool = False,
     on_duplicate: DuplicatePolicy = "error",
     drop_invalid_rows: bool = False,
+    timestamps: NaiveReading = UNSAID,
 ) -> Manifest:
     """Import vendor files into a dataset folder (bars in the bar schema + manifest), atomically.
 
@@ -381,6 +380,9 @@ def import_paths(
             ``"first"`` / ``"last"`` one (the others dropped, counted as ``duplicate_bars_dropped``).
         drop_invalid_rows: drop rows with bad values (see :func:`finpod.data.validate.invalid_rows`),
             counted as ``invalid_rows_dropped``, instead of refusing the file.
+        timestamps: how to read naive intraday timestamps (``--timestamps start|end``, ``--tz ZONE``);
+            a file needing a reading it does not get is refused (AlphaVantage-style names read as bar
+            ends in New York unless these say otherwise).
 
     Every file is checked before anything is refused: the error counts the problems of all files
     and shows the first few.
@@ -414,7 +416,7 @@ def import_paths(
     loaded_files: list[LoadedFile] = []
     for candidate in chosen:
         try:
-            loaded = _load(candidate, symbol)
+            loaded = _load(candidate, symbol, timestamps)
             loaded.bars = _repair(loaded, on_duplicate, drop_invalid_rows)
             loaded.bars = _check_timestamps(loaded)
             report = validate_bars(loaded.bars, str(loaded.path))

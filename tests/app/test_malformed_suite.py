@@ -565,6 +565,33 @@ DATA_CASES = [
         fault=(OPEN_INPUT, errno.EACCES),
     ),
     Bad(
+        "data_fat_finger_price",
+        _data_file(
+            "b.csv",
+            BARS
+            + ROW0
+            + ROW1
+            + ROW1.replace(b"14:31", b"14:32")
+            .replace(b",10,100", b",1e300,100")
+            .replace(b",11,", b",1e300,"),
+        ),
+        ("AAPL 2019-02-11 14:32:00+00:00: close 1e+300 is", "--on-outlier drop"),
+    ),
+    Bad(
+        "data_naive_intraday_times",
+        _data_file(
+            "aapl.csv",
+            b"Datetime,Open,High,Low,Close,Volume\n"
+            b"2019-02-11 09:30:00,10,11,9,10,100\n2019-02-11 09:31:00,10,11,9,10,100\n",
+        ),
+        ("bar START or a bar END", "--timestamps start|end and --tz ZONE"),
+    ),
+    Bad(
+        "flag_tz_unknown",
+        _data_file("aapl.csv", BARS + ROW0 + ROW1, "--timestamps", "start", "--tz", "Mars/Olympus"),
+        ("--tz 'Mars/Olympus' is not a known time zone",),
+    ),
+    Bad(
         "data_folder_without_files",
         lambda tmp, fx: ["data", "import", str(tmp), "--out", str(tmp / "out")],
         ("folder holds no .csv or .parquet file",),

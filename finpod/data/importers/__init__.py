@@ -39,6 +39,7 @@ from finpod.data.importers.common import (
 )
 from finpod.data.importers.naive_times import UNSAID, NaiveReading
 from finpod.data.input_paths import expand_paths
+from finpod.data.outliers import find_outliers
 from finpod.data.schema import FREQUENCIES, Frequency
 from finpod.data.splits import (
     SPLITS_SHOWN,
@@ -316,6 +317,39 @@ def _check_splits(
     )
 
 
+OutlierPolicy = Literal["error", "drop", "keep"]
+OUTLIERS_DROPPED: Final[str] = "outlier_bars_dropped"
+OUTLIERS_KEPT: Final[str] = "outlier_bars_kept"
+
+
+def _check_outliers(loaded_files: list[LoadedFile], on_outlier: OutlierPolicy) -> list[DataError]:
+    """Refuse, drop (counted) or keep (noted) the bars :func:`finpod.data.outliers.find_outliers` flags.
+
+    Returns:
+        One error per file with outliers under ``"error"``, else none (dropped or kept bars are
+        counted in the file's repairs).
+    """
+    problems: list[DataError] = []
+    for loaded in loaded_files:
+        found = find_outliers(loaded.bars)
+        if found.count == 0:
+            continue
+        if on_outlier == "error":
+            more = f" (and {found.count - 1} more bars)" if found.count > 1 else ""
+            problems.append(
+                DataError(
+                    f"{loaded.path}: {found.first}{more}; fix: correct that row, or pass --on-outlier drop "
+                    "to drop such bars (counted) or --on-outlier keep to import them as given"
+                )
+            )
+        elif on_outlier == "drop":
+            loaded.bars = loaded.bars.loc[~found.mask].reset_index(drop=True)
+            loaded.repairs[OUTLIERS_DROPPED] = loaded.repairs.get(OUTLIERS_DROPPED, 0) + found.count
+        else:
+            loaded.repairs[OUTLIERS_KEPT] = loaded.repairs.get(OUTLIERS_KEPT, 0) + found.count
+    return problems
+
+
 DuplicatePolicy = Literal["error", "first", "last"]
 DUPLICATES_DROPPED: Final[str] = "duplicate_bars_dropped"
 INVALID_ROWS_DROPPED: Final[str] = "invalid_rows_dropped"
@@ -363,6 +397,7 @@ def import_paths(
     on_duplicate: DuplicatePolicy = "error",
     drop_invalid_rows: bool = False,
     timestamps: NaiveReading = UNSAID,
+    on_outlier: OutlierPolicy = "error",
 ) -> Manifest:
     """Import vendor files into a dataset folder (bars in the bar schema + manifest), atomically.
 
@@ -383,6 +418,9 @@ def import_paths(
         timestamps: how to read naive intraday timestamps (``--timestamps start|end``, ``--tz ZONE``);
             a file needing a reading it does not get is refused (AlphaVantage-style names read as bar
             ends in New York unless these say otherwise).
+        on_outlier: a bar :func:`finpod.data.outliers.find_outliers` flags (a fat-finger price):
+            ``"error"`` (default) refuses the file, ``"drop"`` drops such bars (counted as
+            ``outlier_bars_dropped``), ``"keep"`` imports them as given (counted as ``outlier_bars_kept``).
 
     Every file is checked before anything is refused: the error counts the problems of all files
     and shows the first few.
@@ -433,6 +471,9 @@ def import_paths(
         notes.append(RAW_PRICES_NOTE)
     else:
         _check_splits(loaded_files, actions, splits_table)
+    outliers = _check_outliers(loaded_files, on_outlier)
+    if outliers:
+        raise _all_problems(outliers, len(files))
     adjustments = sorted({f.adjustment for f in loaded_files})
     if len(adjustments) > 1:
         raise DataError(

@@ -1,18 +1,23 @@
 """The same figures on every x86 machine: torch's CPU kernels pinned to AVX2, and the machine recorded.
 
-torch picks its vectorised CPU kernels (sums, means, softmax, exp/log, the Adam step...) by the CPU's
-widest instruction set: AVX-512 on one machine, AVX2 on the next (AMD Zen 4 vs Zen 3, or two Intel
-generations rented as "the same kind"). The kernels add in a different order, the last bit of a
-float differs, and a tournament amplifies it: the demo at one commit gave ensemble Sharpe 2.39 with
-AVX-512 kernels and 2.79 with AVX2 ones on the same box (``ATEN_CPU_CAPABILITY``), while each setting
-reproduced itself bit for bit and thread counts changed nothing (pods train on a fixed
-``torch_threads_per_pod``).
+A run's CPU figures depended on two things besides the commit and the spec, measured on the demo
+(one 2-core AMD EPYC box that has AVX-512; each setting reproduced itself bit for bit):
+
+* torch's vectorised CPU kernels (sums, softmax, exp/log, the Adam step...), which torch picks by
+  the CPU's widest instruction set: AVX-512 on one machine, AVX2 on the next (AMD Zen 4 vs Zen 3,
+  two Intel generations rented as "the same kind"). They add in another order, the last bit of a
+  float differs, and training amplifies it: ensemble Sharpe 2.65 with AVX-512 kernels, 2.27 with
+  AVX2 ones (``ATEN_CPU_CAPABILITY``; best trader 3.21 vs 3.28);
+* the thread count at agent creation (orthogonal initialisation runs LAPACK on all cores: 2.65 at
+  one thread, 2.39 at two, AVX-512): fixed in :func:`finpod.pipeline.training.agent_factory`,
+  which builds agents on one thread (1, 2 and 4 threads now give one leaderboard).
 
 So finpod sets ``ATEN_CPU_CAPABILITY=avx2`` (and caps MKL at AVX2 with ``MKL_ENABLE_INSTRUCTIONS``)
 when it is imported, before torch runs its first kernel, on x86-64 machines, unless the user set
-them: every x86-64 CPU of the last decade runs AVX2, so two such machines run the same kernels. Set
-``ATEN_CPU_CAPABILITY=avx512`` (or ``default``) yourself to choose others; ``run.json`` records what a
-run's figures depend on (:func:`machine_record`). Other architectures (ARM) and GPUs are left alone.
+them: every x86-64 server CPU of the last decade runs AVX2, so two such machines run the same
+kernels. Set ``ATEN_CPU_CAPABILITY=avx512`` (or ``default``) yourself to choose others; ``run.json``
+records what a run's figures depend on (:func:`machine_record`). Other architectures (ARM) and GPUs
+are left alone, and MKL does not promise the same bits on Intel and AMD CPUs.
 """
 
 from __future__ import annotations

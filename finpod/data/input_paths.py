@@ -62,7 +62,7 @@ def open_for_reading(path: Path) -> None:
 
 
 def _check_file(path: Path, mode: int) -> None:
-    """Refuse a path that is not a regular file the user can read."""
+    """Refuse a path (of mode ``mode``) that is not a regular file the user can read."""
     kind = next((name for flag, name in _SPECIAL_FILES if stat.S_IFMT(mode) == flag), None)
     if kind is not None:
         raise DataError(f"{path}: {kind}, not a regular file; {_SAVE_FIRST}")
@@ -74,6 +74,19 @@ def _check_file(path: Path, mode: int) -> None:
         raise DataError(f"{path}: not readable (permission denied); {_PERMISSION_FIX}") from None
     except OSError as err:
         raise _stat_error(path, err) from None
+
+
+def check_input_file(path: Path) -> None:
+    """Refuse ``path`` unless it is a regular file the user can read (one line: missing, FIFO...).
+
+    Raises:
+        DataError: as :func:`expand_paths` says of a file.
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError as err:
+        raise _stat_error(path, err) from None
+    _check_file(path, mode)
 
 
 def _folder_files(folder: Path) -> list[Path]:

@@ -156,6 +156,12 @@ def _fifo(in_folder: bool) -> Setup:
     return setup
 
 
+def _mkfifo(path: Path) -> list[str]:
+    """Make ``path`` a named pipe; no extra arguments."""
+    os.mkfifo(path)
+    return []
+
+
 def _socket_file(tmp: Path, fx: Fixtures) -> list[str]:
     with socket.socket(socket.AF_UNIX) as server:
         server.bind(str(tmp / "b.csv"))
@@ -652,6 +658,11 @@ DATA_CASES = [
         "data_split_table_misses_it",
         _split_file("--adjust", "splits={tmp}/t.csv", table="symbol,date,ratio\nSYN001,2021-02-04,2:1\n"),
         ("SYN000", "4:1", "(not in"),
+    ),
+    Bad(
+        "data_split_table_fifo",
+        lambda tmp, fx: [*_split_file("--adjust", "splits={tmp}/t.csv")(tmp, fx), *_mkfifo(tmp / "t.csv")],
+        ("t.csv: a named pipe (FIFO), not a regular file",),
     ),
     Bad("flag_adjust_malformed", _split_file("--adjust", "dividends=x.csv"), ("--adjust splits=FILE",)),
     Bad("flag_adjustment_unknown", _split_file("--adjustment", "raw"), ("the only setting is none",)),

@@ -323,7 +323,7 @@ OUTLIERS_KEPT: Final[str] = "outlier_bars_kept"
 
 
 def _check_outliers(loaded_files: list[LoadedFile], on_outlier: OutlierPolicy) -> list[DataError]:
-    """Refuse, drop (counted) or keep (noted) the bars :func:`finpod.data.outliers.find_outliers` flags.
+    """Refuse, drop or keep (either counted) the bars :func:`finpod.data.outliers.find_outliers` flags.
 
     Returns:
         One error per file with outliers under ``"error"``, else none (dropped or kept bars are

@@ -1,9 +1,13 @@
 """finpod: deep-RL trading agents trained in a podracer tournament on minute-level NASDAQ-100 bars."""
 
+import os
 from typing import TYPE_CHECKING, Any
 
+from finpod.cpu_kernels import pin_cpu_kernels
 from finpod.errors import BrokerError, DataError, FinpodError, SpecError
 from finpod.gym_ids import GYM_ID, register_envs
+
+pin_cpu_kernels(os.environ)  # before torch's first kernel: the same CPU kernels on every x86-64 machine
 
 if TYPE_CHECKING:
     from finpod.api import (

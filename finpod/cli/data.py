@@ -21,7 +21,8 @@ from finpod.data.alpaca_source import (
     make_client,
 )
 from finpod.data.dataset_info import DatasetInfo, dataset_info
-from finpod.data.importers import DuplicatePolicy, import_paths
+from finpod.data.importers import DuplicatePolicy, OutlierPolicy, import_paths
+from finpod.data.importers.naive_times import BarAnchor, naive_reading
 from finpod.data.store import Manifest
 from finpod.data.synth import ALPHA_ANNUAL, DEFAULT_START, SignalKind, SignalSpec, write_synth_dataset
 from finpod.errors import SpecError
@@ -174,6 +175,26 @@ def import_(
             help="Drop rows with bad values (missing, non-positive, high < low...), counted in the manifest.",
         ),
     ] = False,
+    timestamps: Annotated[
+        BarAnchor | None,
+        typer.Option(
+            "--timestamps",
+            help="Naive intraday timestamps (no UTC offset) mark each bar's start or end (with --tz).",
+        ),
+    ] = None,
+    on_outlier: Annotated[
+        OutlierPolicy,
+        typer.Option(
+            "--on-outlier",
+            help="A bar far from its symbol's local price level (fat finger): error, drop or keep (counted).",
+        ),
+    ] = "error",
+    tz: Annotated[
+        str | None,
+        typer.Option(
+            "--tz", help="Time zone of naive intraday timestamps, an IANA name, e.g. America/New_York."
+        ),
+    ] = None,
 ) -> None:
     """Import vendor CSV/parquet files (formats detected from headers and names) into a dataset."""
     manifest = import_paths(
@@ -186,6 +207,8 @@ def import_(
         raw_prices=_raw_prices(adjustment),
         on_duplicate=on_duplicate,
         drop_invalid_rows=drop_invalid_rows,
+        timestamps=naive_reading(timestamps, tz),
+        on_outlier=on_outlier,
     )
     _print_manifest(manifest, out)
 

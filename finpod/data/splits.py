@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from finpod.data.calendar import EXCHANGE_TIMEZONE
+from finpod.data.input_paths import check_input_file
 from finpod.data.textfile import source_line
 from finpod.errors import DataError
 
@@ -294,8 +295,9 @@ def read_actions(path: Path) -> pd.DataFrame:
     Raises:
         DataError: missing file or columns, a bad date or ratio (naming the line).
     """
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise DataError(f"{path}: corporate-actions table not found; fix: pass --adjust splits=FILE")
+    check_input_file(path)
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as err:

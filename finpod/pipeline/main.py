@@ -34,6 +34,7 @@ from finpod.backtest.result import BacktestResult
 from finpod.backtest.runner import run_backtest
 from finpod.backtest.threads import threads_for
 from finpod.consoles import text_console
+from finpod.cpu_kernels import machine_record
 from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
@@ -350,6 +351,7 @@ def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]
         "torch_threads_per_pod": spec.tournament.torch_threads_per_pod,
         "cuda_matmul_precision": spec.tournament.cuda_matmul_precision,  # applied on a CUDA device only
         "python_version": platform.python_version(),
+        "machine": machine_record(),  # what CPU figures depend on (finpod.cpu_kernels)
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "torch_threads": {
             "training": training_threads(spec),

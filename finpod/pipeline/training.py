@@ -20,6 +20,7 @@ import torch
 from finpod.backtest.chunked import chunk_plan, chunked_equity
 from finpod.backtest.pyfolio_format import daily_returns
 from finpod.backtest.runner import run_policy, step_rows, worth_running_ahead
+from finpod.backtest.threads import torch_threads
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
@@ -33,6 +34,8 @@ from podracer.ppo import PPOAgent, PPOConfig
 
 VALIDATION_SEGMENT = "validation"
 TRAIN_SEGMENT = "train"
+INIT_THREADS = 1
+"""Torch threads an agent is built with: one, so its initial weights are the same on every machine."""
 
 
 def env_config(spec: Spec, *, random_start: bool) -> EnvConfig:
@@ -139,19 +142,25 @@ def _sharpe(returns: pd.Series) -> float:
 
 
 def agent_factory(probe: TradingEnv, device: torch.device) -> AgentFactory:
-    """``(PPOConfig, seed) -> PPOAgent`` sized for the env ``probe``."""
+    """``(PPOConfig, seed) -> PPOAgent`` sized for the env ``probe``.
+
+    The agent is built on one torch thread: its orthogonal initialisation factors matrices with
+    LAPACK (MKL), whose result depends on the thread count, so without this two machines with
+    different core counts would start the same seed from different weights.
+    """
 
     def make(config: PPOConfig, seed: int) -> PodAgent:
-        return PPOAgent(
-            probe.obs_dim,
-            probe.action_dim,
-            probe.action_low,
-            probe.action_high,
-            config,
-            device,
-            seed,
-            layout=probe.layout,
-        )
+        with torch_threads(INIT_THREADS):
+            return PPOAgent(
+                probe.obs_dim,
+                probe.action_dim,
+                probe.action_low,
+                probe.action_high,
+                config,
+                device,
+                seed,
+                layout=probe.layout,
+            )
 
     return make
 

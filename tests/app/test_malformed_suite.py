@@ -13,6 +13,7 @@ import gzip
 import json
 import os
 import shutil
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,6 +143,42 @@ def _broken_link(tmp: Path, fx: Fixtures) -> list[str]:
     return ["data", "import", str(folder), "--out", str(tmp / "out")]
 
 
+def _fifo(in_folder: bool) -> Setup:
+    """A named pipe called ``b.csv``, given directly or inside a folder: never read (it would block)."""
+
+    def setup(tmp: Path, fx: Fixtures) -> list[str]:
+        folder = tmp / "in"
+        folder.mkdir()
+        (folder / "a.csv").write_bytes(BARS + ROW0 + ROW1)
+        os.mkfifo(folder / "b.csv")
+        return ["data", "import", str(folder if in_folder else folder / "b.csv"), "--out", str(tmp / "out")]
+
+    return setup
+
+
+def _mkfifo(path: Path) -> list[str]:
+    """Make ``path`` a named pipe; no extra arguments."""
+    os.mkfifo(path)
+    return []
+
+
+def _socket_file(tmp: Path, fx: Fixtures) -> list[str]:
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp / "b.csv"))
+    return ["data", "import", str(tmp / "b.csv"), "--out", str(tmp / "out")]
+
+
+def _link_loop(tmp: Path, fx: Fixtures) -> list[str]:
+    (tmp / "a.csv").symlink_to(tmp / "b.csv")
+    (tmp / "b.csv").symlink_to(tmp / "a.csv")
+    return ["data", "import", str(tmp / "a.csv"), "--out", str(tmp / "out")]
+
+
+def _under_a_file(tmp: Path, fx: Fixtures) -> list[str]:
+    (tmp / "a.csv").write_bytes(BARS + ROW0 + ROW1)
+    return ["data", "import", str(tmp / "a.csv" / "b.csv"), "--out", str(tmp / "out")]
+
+
 def _bad_files(count: int) -> Setup:
     """``count`` files with a missing close and one good file, imported as a folder."""
 
@@ -255,6 +292,7 @@ def _truncate_snapshot(run: Path) -> None:
 BARS = b"timestamp,symbol,open,high,low,close,volume\n"
 ROW0 = b"2019-02-11T14:30:00+00:00,AAPL,10,11,9,10,100\n"
 ROW1 = b"2019-02-11T14:31:00+00:00,AAPL,10,11,9,10,100\n"
+OPEN_INPUT = "finpod.data.input_paths.open_for_reading"
 
 
 # ---------------------------------------------------------------- the cases, class by class
@@ -519,6 +557,46 @@ DATA_CASES = [
         _args("data", "import", "{tmp}/missing.csv", "--out", "{tmp}/out"),
         ("no such file",),
     ),
+    Bad("data_fifo", _fifo(in_folder=False), ("b.csv: a named pipe (FIFO), not a regular file", "save")),
+    Bad(
+        "data_fifo_in_folder", _fifo(in_folder=True), ("in/b.csv: a named pipe (FIFO)", "cat PIPE > bars.csv")
+    ),
+    Bad("data_socket", _socket_file, ("b.csv: a socket, not a regular file",)),
+    Bad("data_symlink_loop", _link_loop, ("a.csv: a loop of symbolic links",)),
+    Bad("data_path_under_a_file", _under_a_file, ("a.csv is a file, not a folder",)),
+    Bad(
+        "data_file_not_readable",
+        _data_file("b.csv", BARS + ROW0 + ROW1),
+        ("b.csv: not readable (permission denied)", "chmod u+r"),
+        fault=(OPEN_INPUT, errno.EACCES),
+    ),
+    Bad(
+        "data_fat_finger_price",
+        _data_file(
+            "b.csv",
+            BARS
+            + ROW0
+            + ROW1
+            + ROW1.replace(b"14:31", b"14:32")
+            .replace(b",10,100", b",1e300,100")
+            .replace(b",11,", b",1e300,"),
+        ),
+        ("AAPL 2019-02-11 14:32:00+00:00: close 1e+300 is", "--on-outlier drop"),
+    ),
+    Bad(
+        "data_naive_intraday_times",
+        _data_file(
+            "aapl.csv",
+            b"Datetime,Open,High,Low,Close,Volume\n"
+            b"2019-02-11 09:30:00,10,11,9,10,100\n2019-02-11 09:31:00,10,11,9,10,100\n",
+        ),
+        ("bar START or a bar END", "--timestamps start|end and --tz ZONE"),
+    ),
+    Bad(
+        "flag_tz_unknown",
+        _data_file("aapl.csv", BARS + ROW0 + ROW1, "--timestamps", "start", "--tz", "Mars/Olympus"),
+        ("--tz 'Mars/Olympus' is not a known time zone",),
+    ),
     Bad(
         "data_folder_without_files",
         lambda tmp, fx: ["data", "import", str(tmp), "--out", str(tmp / "out")],
@@ -580,6 +658,11 @@ DATA_CASES = [
         "data_split_table_misses_it",
         _split_file("--adjust", "splits={tmp}/t.csv", table="symbol,date,ratio\nSYN001,2021-02-04,2:1\n"),
         ("SYN000", "4:1", "(not in"),
+    ),
+    Bad(
+        "data_split_table_fifo",
+        lambda tmp, fx: [*_split_file("--adjust", "splits={tmp}/t.csv")(tmp, fx), *_mkfifo(tmp / "t.csv")],
+        ("t.csv: a named pipe (FIFO), not a regular file",),
     ),
     Bad("flag_adjust_malformed", _split_file("--adjust", "dividends=x.csv"), ("--adjust splits=FILE",)),
     Bad("flag_adjustment_unknown", _split_file("--adjustment", "raw"), ("the only setting is none",)),

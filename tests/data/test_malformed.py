@@ -158,7 +158,7 @@ CASES = [
         "nonexistent_new_york_time",
         "AAPL_1min.csv",
         AV + "2019-03-10 02:31:00,10,11,9,10,100\n2019-03-10 02:30:00,10,11,9,10,100\n",
-        ("AAPL", "not a valid New York time"),
+        ("AAPL", "not a valid America/New_York time"),
     ),
 ]
 

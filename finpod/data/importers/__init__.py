@@ -3,7 +3,7 @@
 Accepted formats (detected from the header and the file name, no flags needed):
 
 * AlphaVantage-style ``SYMBOL_<freq>.csv`` (``datetime,open,high,low,close,volume``; naive New York
-  time, bar END, newest first) -> :mod:`finpod.data.importers.alphavantage`;
+  time, bar END, newest first; the name is what says so) -> :mod:`finpod.data.importers.alphavantage`;
 * daily-adjusted ``DA-<TICKER>-*.csv`` (raw OHLCV + ``adjusted_close,dividend_amount,split_coefficient``)
   -> :mod:`finpod.data.importers.pooksoft`;
 * bar-schema CSV/parquet (``timestamp,symbol,open,high,low,close,volume``, UTC bar starts) and vendor
@@ -16,7 +16,6 @@ Minute bars outside XNAS regular hours are dropped and counted; zero-volume bars
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -38,6 +37,9 @@ from finpod.data.importers.common import (
     parse_timestamps,
     read_table,
 )
+from finpod.data.importers.naive_times import UNSAID, NaiveReading
+from finpod.data.input_paths import expand_paths
+from finpod.data.outliers import find_outliers
 from finpod.data.schema import FREQUENCIES, Frequency
 from finpod.data.splits import (
     SPLITS_SHOWN,
@@ -53,7 +55,6 @@ from finpod.data.textfile import UNREADABLE, records
 from finpod.data.validate import invalid_rows, readable, validate_bars
 from finpod.errors import DataError
 
-DATA_SUFFIXES: Final[tuple[str, ...]] = (".csv", ".csv.gz", ".parquet")
 ACCEPTED_FORMATS: Final[str] = (
     "AlphaVantage-style SYMBOL_1min.csv/SYMBOL_daily.csv (datetime,open,high,low,close,volume); "
     "daily-adjusted DA-TICKER-*.csv (timestamp,open,high,low,close,adjusted_close,volume,"
@@ -70,49 +71,6 @@ class _Candidate:
     kind: str
     frequency: str
     frame: pd.DataFrame
-
-
-def expand_paths(paths: Sequence[Path]) -> list[Path]:
-    """Files named directly plus the data files (``.csv``, ``.csv.gz``, ``.parquet``) inside folders.
-
-    Args:
-        paths: files and folders given by the user.
-
-    Returns:
-        The data files, folders expanded in name order.
-
-    Raises:
-        DataError: a path does not exist, is a broken symbolic link (also inside a folder: never
-            skipped silently), or a folder holds no data file.
-    """
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            broken = sorted(
-                p
-                for p in path.iterdir()
-                if p.is_symlink() and not p.exists() and p.name.endswith(DATA_SUFFIXES)
-            )
-            if broken:
-                raise DataError(
-                    f"{broken[0]}: a broken symbolic link (to {os.readlink(broken[0])}); fix: point it at "
-                    "the file or remove it"
-                )
-            inside = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(DATA_SUFFIXES))
-            if not inside:
-                raise DataError(f"{path}: folder holds no .csv or .parquet file; point at the data files")
-            files.extend(inside)
-        elif path.is_file():
-            files.append(path)
-        elif path.is_symlink():
-            raise DataError(
-                f"{path}: a broken symbolic link (to {os.readlink(path)}); fix: point it at the file"
-            )
-        else:
-            raise DataError(f"{path}: no such file or folder; check the path")
-    if not files:
-        raise DataError("no input files; pass at least one file or folder")
-    return files
 
 
 def _apply_column_map(frame: pd.DataFrame, path: Path, column_map: Mapping[str, str]) -> pd.DataFrame:
@@ -173,12 +131,9 @@ def _probe(path: Path, column_map: Mapping[str, str], lenient: bool = False) -> 
     if len(frame) == 0:
         raise DataError(f"{path}: empty file (a header, no bars); export some bars into it or leave it out")
     lowered = [str(name).strip().lower() for name in frame.columns]
-    if tuple(lowered) == alphavantage.HEADER:
-        frequency = alphavantage.frequency_from_name(path)
-        if frequency is None:
-            stamps = parse_timestamps(frame[frame.columns[0]], path, path.stem)
-            frequency = infer_frequency(pd.DataFrame({"timestamp": stamps, "symbol": path.stem}))
-        return _Candidate(path, "alphavantage", frequency, frame)
+    named_frequency = alphavantage.frequency_from_name(path)
+    if tuple(lowered) == alphavantage.HEADER and named_frequency is not None:
+        return _Candidate(path, "alphavantage", named_frequency, frame)
     if set(pooksoft.ADJUSTMENT_COLUMNS) <= set(lowered) and "timestamp" in lowered:
         return _Candidate(path, "pooksoft", "1d", frame)
     if tabular.is_bar_schema([str(name) for name in frame.columns]):
@@ -254,11 +209,11 @@ def _select_frequency(candidates: list[_Candidate], freq: str | None) -> tuple[l
     return chosen, notes
 
 
-def _load(candidate: _Candidate, symbol: str | None) -> LoadedFile:
+def _load(candidate: _Candidate, symbol: str | None, reading: NaiveReading) -> LoadedFile:
     path = candidate.path
     if candidate.kind == "alphavantage":
         ticker = symbol or alphavantage.symbol_from_name(path)
-        return alphavantage.read_alphavantage(candidate.frame, path, candidate.frequency, ticker)
+        return alphavantage.read_alphavantage(candidate.frame, path, candidate.frequency, ticker, reading)
     if candidate.kind == "pooksoft":
         return pooksoft.read_pooksoft(candidate.frame, path, symbol or pooksoft.symbol_from_name(path))
     if candidate.kind == "bars":
@@ -267,8 +222,8 @@ def _load(candidate: _Candidate, symbol: str | None) -> LoadedFile:
             loaded.bars["symbol"] = symbol
         return loaded
     ticker = symbol or path.name.split(".")[0].split("_")[0].upper()
-    frame = candidate.frame.drop(columns=["symbol"]) if symbol is not None else candidate.frame
-    return tabular.read_vendor(frame, path, ticker)
+    frame = candidate.frame.drop(columns=["symbol"], errors="ignore") if symbol else candidate.frame
+    return tabular.read_vendor(frame, path, ticker, candidate.frequency, reading)
 
 
 def _check_timestamps(loaded: LoadedFile) -> pd.DataFrame:
@@ -362,6 +317,39 @@ def _check_splits(
     )
 
 
+OutlierPolicy = Literal["error", "drop", "keep"]
+OUTLIERS_DROPPED: Final[str] = "outlier_bars_dropped"
+OUTLIERS_KEPT: Final[str] = "outlier_bars_kept"
+
+
+def _check_outliers(loaded_files: list[LoadedFile], on_outlier: OutlierPolicy) -> list[DataError]:
+    """Refuse, drop or keep (either counted) the bars :func:`finpod.data.outliers.find_outliers` flags.
+
+    Returns:
+        One error per file with outliers under ``"error"``, else none (dropped or kept bars are
+        counted in the file's repairs).
+    """
+    problems: list[DataError] = []
+    for loaded in loaded_files:
+        found = find_outliers(loaded.bars)
+        if found.count == 0:
+            continue
+        if on_outlier == "error":
+            more = f" (and {found.count - 1} more bars)" if found.count > 1 else ""
+            problems.append(
+                DataError(
+                    f"{loaded.path}: {found.first}{more}; fix: correct that row, or pass --on-outlier drop "
+                    "to drop such bars (counted) or --on-outlier keep to import them as given"
+                )
+            )
+        elif on_outlier == "drop":
+            loaded.bars = loaded.bars.loc[~found.mask].reset_index(drop=True)
+            loaded.repairs[OUTLIERS_DROPPED] = loaded.repairs.get(OUTLIERS_DROPPED, 0) + found.count
+        else:
+            loaded.repairs[OUTLIERS_KEPT] = loaded.repairs.get(OUTLIERS_KEPT, 0) + found.count
+    return problems
+
+
 DuplicatePolicy = Literal["error", "first", "last"]
 DUPLICATES_DROPPED: Final[str] = "duplicate_bars_dropped"
 INVALID_ROWS_DROPPED: Final[str] = "invalid_rows_dropped"
@@ -408,6 +396,8 @@ def import_paths(
     raw_prices: bool = False,
     on_duplicate: DuplicatePolicy = "error",
     drop_invalid_rows: bool = False,
+    timestamps: NaiveReading = UNSAID,
+    on_outlier: OutlierPolicy = "error",
 ) -> Manifest:
     """Import vendor files into a dataset folder (bars in the bar schema + manifest), atomically.
 
@@ -425,6 +415,12 @@ def import_paths(
             ``"first"`` / ``"last"`` one (the others dropped, counted as ``duplicate_bars_dropped``).
         drop_invalid_rows: drop rows with bad values (see :func:`finpod.data.validate.invalid_rows`),
             counted as ``invalid_rows_dropped``, instead of refusing the file.
+        timestamps: how to read naive intraday timestamps (``--timestamps start|end``, ``--tz ZONE``);
+            a file needing a reading it does not get is refused (AlphaVantage-style names read as bar
+            ends in New York unless these say otherwise).
+        on_outlier: a bar :func:`finpod.data.outliers.find_outliers` flags (a fat-finger price):
+            ``"error"`` (default) refuses the file, ``"drop"`` drops such bars (counted as
+            ``outlier_bars_dropped``), ``"keep"`` imports them as given (counted as ``outlier_bars_kept``).
 
     Every file is checked before anything is refused: the error counts the problems of all files
     and shows the first few.
@@ -458,7 +454,7 @@ def import_paths(
     loaded_files: list[LoadedFile] = []
     for candidate in chosen:
         try:
-            loaded = _load(candidate, symbol)
+            loaded = _load(candidate, symbol, timestamps)
             loaded.bars = _repair(loaded, on_duplicate, drop_invalid_rows)
             loaded.bars = _check_timestamps(loaded)
             report = validate_bars(loaded.bars, str(loaded.path))
@@ -475,6 +471,9 @@ def import_paths(
         notes.append(RAW_PRICES_NOTE)
     else:
         _check_splits(loaded_files, actions, splits_table)
+    outliers = _check_outliers(loaded_files, on_outlier)
+    if outliers:
+        raise _all_problems(outliers, len(files))
     adjustments = sorted({f.adjustment for f in loaded_files})
     if len(adjustments) > 1:
         raise DataError(

@@ -1,7 +1,10 @@
 """AlphaVantage-style ``SYMBOL_1min.csv`` / ``SYMBOL_daily.csv``: naive US/Eastern, bar END, newest first.
 
-Header ``datetime,open,high,low,close,volume``. Intraday stamps mark the bar's END in New York time
-(09:31..16:00 for 1-minute bars), so a bar starts one period earlier; daily stamps are session dates.
+Header ``datetime,open,high,low,close,volume`` and a name ``SYMBOL_<freq>.csv`` (the name is what says
+"AlphaVantage": the same header under another name is a plain vendor CSV, whose naive intraday stamps
+are refused until ``--timestamps``/``--tz`` say how to read them). Intraday stamps mark the bar's END in
+New York time (09:31..16:00 for 1-minute bars), so a bar starts one period earlier; daily stamps are
+session dates.
 Rows come newest first and are reordered (counted as ``reordered_rows``). Prices are as the vendor
 wrote them (``adjustment="none"``).
 """
@@ -16,6 +19,7 @@ import pandas as pd
 
 from finpod.data.calendar import EXCHANGE_TIMEZONE
 from finpod.data.importers.common import LoadedFile, oldest_first, parse_timestamps
+from finpod.data.importers.naive_times import UNSAID, NaiveReading, naive_bar_starts
 from finpod.data.xnas_sessions import session_opens
 from finpod.errors import DataError
 
@@ -24,6 +28,8 @@ _NAME_PATTERN: Final[re.Pattern[str]] = re.compile(
     r"^(?P<symbol>[^_]+)_(?P<freq>\d+min|daily|weekly|monthly)$"
 )
 _FREQ_BY_SUFFIX: Final[dict[str, str]] = {"daily": "1d", "weekly": "1w", "monthly": "1mo"}
+NAME_READING: Final[NaiveReading] = NaiveReading("end", EXCHANGE_TIMEZONE)
+"""What an AlphaVantage-style file name says of its intraday stamps: bar ends, New York time."""
 
 
 def frequency_from_name(path: Path) -> str | None:
@@ -54,7 +60,9 @@ def symbol_from_name(path: Path) -> str:
     return match.group("symbol").upper()
 
 
-def read_alphavantage(frame: pd.DataFrame, path: Path, frequency: str, symbol: str) -> LoadedFile:
+def read_alphavantage(
+    frame: pd.DataFrame, path: Path, frequency: str, symbol: str, reading: NaiveReading = UNSAID
+) -> LoadedFile:
     """Read one AlphaVantage-style file into the bar schema (UTC bar starts, oldest first).
 
     Args:
@@ -62,12 +70,13 @@ def read_alphavantage(frame: pd.DataFrame, path: Path, frequency: str, symbol: s
         path: the CSV file, for messages.
         frequency: ``"1min"`` or ``"1d"``.
         symbol: ticker for every row.
+        reading: the user's ``--timestamps``/``--tz``, overriding the name's "bar end, New York".
 
     Returns:
         The loaded bars with ``reordered_rows`` counted when the file was newest first.
 
     Raises:
-        DataError: a timestamp is not a valid New York time (unparseable, DST gap or ambiguity).
+        DataError: a timestamp is not a valid time in its zone (unparseable, DST gap or ambiguity).
     """
     raw = frame.copy()
     raw.columns = [str(name).strip().lower() for name in raw.columns]
@@ -81,16 +90,8 @@ def read_alphavantage(frame: pd.DataFrame, path: Path, frequency: str, symbol: s
         starts = session_opens(pd.DatetimeIndex(stamps), [symbol] * len(stamps), str(path))
     else:
         minutes = int(frequency.removesuffix("min"))
-        try:
-            ends = pd.DatetimeIndex(stamps).tz_localize(
-                EXCHANGE_TIMEZONE, ambiguous="raise", nonexistent="raise"
-            )
-        except (ValueError, TypeError) as err:
-            reason = " ".join(str(err).split())
-            raise DataError(
-                f"{path}: {symbol}: a timestamp is not a valid New York time ({reason}); fix that row"
-            ) from None
-        starts = (ends - pd.Timedelta(minutes=minutes)).tz_convert("UTC")
+        how = reading.over(NAME_READING)
+        starts = naive_bar_starts(pd.DatetimeIndex(stamps), minutes, how, str(path), symbol)
     bars = pd.DataFrame(
         {
             "timestamp": starts,

@@ -15,7 +15,9 @@ split ratio     stock splits, splits, split, split_ratio, split factor
 =============== ==========================================
 
 Vendor timestamps with a UTC offset are bar starts; date-only values are daily bars placed at the
-session open. With an adjusted close, prices are scaled by ``adjusted close / close`` (volume as given).
+session open; naive times of day are read as ``--timestamps start|end`` and ``--tz ZONE`` say, and
+refused without them (see :mod:`finpod.data.importers.naive_times`). With an adjusted close, prices
+are scaled by ``adjusted close / close`` (volume as given).
 A split column (new shares per old, 0 or 1 for none) is applied where the prices still jump by the
 ratio, counted where they do not (already adjusted), and refused otherwise: never ignored.
 """
@@ -30,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from finpod.data.importers.common import LoadedFile, infer_frequency, oldest_first, parse_timestamps
+from finpod.data.importers.naive_times import UNSAID, NaiveReading, naive_bar_starts
 from finpod.data.schema import BAR_COLUMNS
 from finpod.data.splits import PRICE_TOLERANCE, parse_ratio, ratio_text
 from finpod.data.store import Adjustment
@@ -96,17 +99,17 @@ def is_bar_schema(columns: list[str]) -> bool:
     return set(columns) == set(BAR_COLUMNS)
 
 
-def _daily_or_zoned(stamps: pd.Series, symbols: pd.Series, source: str) -> tuple[pd.DatetimeIndex, bool]:
-    """UTC bar starts and whether they came from dates (daily bars at the session open)."""
+def _daily_or_zoned(
+    stamps: pd.Series, symbols: pd.Series, source: str, frequency: str, reading: NaiveReading
+) -> pd.DatetimeIndex:
+    """UTC bar starts: zoned stamps as given, dates at the session open, naive times as ``reading`` says."""
     index = pd.DatetimeIndex(stamps)
     if index.tz is not None:
-        return index.tz_convert("UTC"), False
+        return index.tz_convert("UTC")
     if (index == index.normalize()).all():
-        return session_opens(index, symbols.astype("str").tolist(), source), True
-    raise DataError(
-        f"{source}: {symbols.iloc[0]} {index[0]}: naive timestamps (no time zone) with times of day; "
-        "write them with a UTC offset, e.g. 2019-02-11T14:30:00+00:00"
-    )
+        return session_opens(index, symbols.astype("str").tolist(), source)
+    minutes = int(frequency.removesuffix("min")) if frequency.endswith("min") else 0
+    return naive_bar_starts(index, minutes, reading, source, str(symbols.iloc[0]))
 
 
 def read_bar_schema(frame: pd.DataFrame, path: Path) -> LoadedFile:
@@ -124,20 +127,25 @@ def read_bar_schema(frame: pd.DataFrame, path: Path) -> LoadedFile:
     return LoadedFile(path, bars, infer_frequency(bars), "split+dividend", "bars")
 
 
-def read_vendor(frame: pd.DataFrame, path: Path, symbol: str) -> LoadedFile:
+def read_vendor(
+    frame: pd.DataFrame, path: Path, symbol: str, frequency: str, reading: NaiveReading = UNSAID
+) -> LoadedFile:
     """Bars from a vendor CSV with recognised column names (see the module docstring).
 
     Args:
         frame: the file's rows, columns already mapped to canonical names.
         path: where they came from.
         symbol: ticker for rows without a ``symbol`` column.
+        frequency: the bar size (``"1min"``...), the length a bar END is moved back by.
+        reading: how to read naive intraday timestamps (``--timestamps``/``--tz``); refused unset.
 
     Returns:
         Bars oldest first (reordering counted), adjusted when the file has an adjusted close.
     """
     source = str(path)
     symbols = frame["symbol"] if "symbol" in frame.columns else pd.Series(symbol, index=frame.index)
-    starts, _ = _daily_or_zoned(parse_timestamps(frame["timestamp"], path, symbols), symbols, source)
+    stamps = parse_timestamps(frame["timestamp"], path, symbols)
+    starts = _daily_or_zoned(stamps, symbols, source, frequency, reading)
     bars = pd.DataFrame(
         {
             "timestamp": starts,

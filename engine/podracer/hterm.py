@@ -47,6 +47,10 @@ if TYPE_CHECKING:
 
 KEPT_PER_ROUND: Final[float] = 0.5
 """Share of a round's trajectories (the best by mean return) that enter the buffer."""
+MAX_LOG_DENSITY: Final[float] = 80.0
+"""Log-densities are capped here (nats) before ``exp``: float32 overflows past about 88.7, and a
+joint density over many action dimensions gets there once the policy is narrow (100 dimensions at
+a per-dimension log-density of 0.9). A capped row passes no gradient; uncapped rows are unchanged."""
 
 
 def normalized_returns(returns: torch.Tensor) -> torch.Tensor:
@@ -68,6 +72,11 @@ def h_term_loss(
 ) -> torch.Tensor:
     """The H-term objective ``-coef * mean(exp(log_probs) * normalized)`` (to minimise).
 
+    The density ``exp(log_probs)`` is a joint density over all action dimensions, so its scale
+    follows the policy's spread: tiny for a broad policy over many dimensions (the term then barely
+    moves it), large for a narrow one (gradient clipping bounds the step). Log-densities above
+    :data:`MAX_LOG_DENSITY` are capped so the loss stays finite.
+
     Args:
         log_probs: ``(L, K)`` the current policy's joint log-densities (nats) of the stored actions,
             with gradient.
@@ -77,7 +86,7 @@ def h_term_loss(
     Returns:
         0-d loss.
     """
-    return -coef * (log_probs.exp() * normalized).mean()
+    return -coef * (log_probs.clamp(max=MAX_LOG_DENSITY).exp() * normalized).mean()
 
 
 @dataclass

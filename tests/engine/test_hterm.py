@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from collections.abc import Iterator
 
 import numpy as np
@@ -13,7 +14,7 @@ import torch
 from torch import nn
 
 from podracer.generator import perturb_config
-from podracer.hterm import TrajectoryBuffer, h_term_loss, normalized_returns
+from podracer.hterm import MAX_LOG_DENSITY, TrajectoryBuffer, h_term_loss, normalized_returns
 from podracer.ppo import AgentError, PPOAgent, PPOConfig, learning_rate_at, ppo_update
 from podracer.rollout import Rollout
 from podracer.toy import TargetMatchingEnv
@@ -58,6 +59,16 @@ def test_objective_matches_a_hand_computation() -> None:
     assert log_probs.grad is not None
     expected = [[0.0, -0.125 * 0.25 / 4], [-0.125 * 0.25 / 4, -0.125 * 4.0 / 4]]
     torch.testing.assert_close(log_probs.grad, torch.tensor(expected))
+
+
+def test_an_overflowing_density_is_capped_not_inf() -> None:
+    log_probs = torch.tensor([[100.0, 0.0]], requires_grad=True)
+    loss = h_term_loss(log_probs, torch.tensor([[1.0, 1.0]]), LAMBDA)
+    assert torch.isfinite(loss)
+    assert loss.item() == pytest.approx(-LAMBDA * (math.exp(MAX_LOG_DENSITY) + 1.0) / 2, rel=1e-5)
+    loss.backward()
+    assert log_probs.grad is not None
+    assert log_probs.grad.tolist() == [[0.0, pytest.approx(-LAMBDA / 2)]]
 
 
 def test_equal_returns_normalise_to_zero() -> None:

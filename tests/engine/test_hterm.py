@@ -7,12 +7,22 @@ import copy
 import dataclasses
 import math
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from engine._tournament_kit import (
+    ROUND_ENV_STEPS,
+    TINY_PPO,
+    Validation,
+    make_agent,
+    make_env,
+    tournament_config,
+)
+from podracer import Tournament, read_events
 from podracer.generator import perturb_config
 from podracer.hterm import MAX_LOG_DENSITY, TrajectoryBuffer, h_term_loss, normalized_returns
 from podracer.ppo import AgentError, PPOAgent, PPOConfig, learning_rate_at, ppo_update
@@ -228,3 +238,25 @@ def test_an_agent_with_the_h_term_round_trips_through_a_snapshot() -> None:
     assert restored.config.h_term_trajectories == 4
     stats = restored.train_round(toy_env())  # the buffer refills from the restored pod's next round
     assert np.isfinite(stats.metrics["h_term_loss"])
+
+
+def test_a_thread_backend_tournament_trains_pods_with_the_h_term(tmp_path: Path) -> None:
+    """The local (thread) backend, 2 pods at a time: every round of every pod runs the extra step
+    and reports its loss; a perturbed child's coefficient (0.125 +- 0.0625 at most) stays on."""
+    base = dataclasses.replace(TINY_PPO, h_term_coef=LAMBDA, h_term_trajectories=8)
+    tournament = Tournament(
+        tournament_config(budget_env_steps=12 * ROUND_ENV_STEPS),
+        tmp_path,
+        make_agent,
+        base,
+        make_env,
+        Validation(),
+    )
+    tournament.run()
+    rounds = [e for e in read_events(tmp_path) if e["kind"] == "round_finished"]
+    assert len(rounds) >= 12
+    assert all(np.isfinite(e["data"]["metrics"]["h_term_loss"]) for e in rounds)
+    started = [
+        e["data"]["agent_config"]["h_term_coef"] for e in read_events(tmp_path) if e["kind"] == "pod_started"
+    ]
+    assert all(coef > 0.0 for coef in started)

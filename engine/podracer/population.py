@@ -231,8 +231,8 @@ def train_population_round(agents: Sequence[PPOAgent], envs: Sequence[Any]) -> l
             "a population's envs must have the same num_envs; build them with one env_factory"
         )
     model = StackedModel([agent.model for agent in agents])
-    batch, collect_metrics = _collect(agents, envs, model)
-    learn_metrics = _learn(agents, batch, model)
+    batch, collect_metrics, rollouts = _collect(agents, envs, model)
+    learn_metrics, extras = _learn(agents, batch, model, rollouts)
     seconds = time.perf_counter() - start
     names = [*collect_metrics, *learn_metrics]
     table = torch.stack(
@@ -240,22 +240,24 @@ def train_population_round(agents: Sequence[PPOAgent], envs: Sequence[Any]) -> l
     )
     steps = cfg.rollout_steps * envs[0].num_envs
     stats = []
-    for agent, row in zip(agents, table.cpu().tolist(), strict=True):
+    for agent, row, extra in zip(agents, table.cpu().tolist(), extras, strict=True):
         agent.env_steps += steps
         agent.policy_version += 1
-        stats.append(RoundStats(env_steps=steps, seconds=seconds, metrics=dict(zip(names, row, strict=True))))
+        metrics = dict(zip(names, row, strict=True)) | {name: float(value) for name, value in extra.items()}
+        stats.append(RoundStats(env_steps=steps, seconds=seconds, metrics=metrics))
     return stats
 
 
 @torch.no_grad()
 def _collect(
     agents: Sequence[PPOAgent], envs: Sequence[Any], model: StackedModel
-) -> tuple[PodBatch, dict[str, torch.Tensor]]:
+) -> tuple[PodBatch, dict[str, torch.Tensor], list[Rollout | None]]:
     """Every agent's ``T`` rollout steps from one joined env, with advantages and returns.
 
     Returns:
-        ``(batch, metrics)``: each pod's transitions ``(P, B, ...)`` in its own round's order, and
-        per-pod metrics ``(P,)``.
+        ``(batch, metrics, rollouts)``: each pod's transitions ``(P, B, ...)`` in its own round's
+        order, per-pod metrics ``(P,)``, and each pod's own ``(T, N, ...)`` rollout (views) where
+        its agent needs one after the round (the H-term's buffer), else ``None``.
     """
     cfg = agents[0].config
     pods, device = len(agents), agents[0].device
@@ -343,6 +345,11 @@ def _collect(
         "episodes_finished": finished_count,
         "mean_episode_return": finished_return_sum / finished_count.clamp_min(1.0),
     }
+    rollouts: list[Rollout | None] = []
+    for index, agent in enumerate(agents):
+        cols = slice(index * n, (index + 1) * n)
+        wanted = agent.config.h_term_coef > 0.0
+        rollouts.append(_pod_rollout(buf, advantages, returns, cols) if wanted else None)
     batch = PodBatch(
         obs=per_pod(buf.obs),
         unit_actions=per_pod(buf.unit_actions),
@@ -351,7 +358,23 @@ def _collect(
         advantages=per_pod(advantages),
         returns=per_pod(returns),
     )
-    return batch, metrics
+    return batch, metrics, rollouts
+
+
+def _pod_rollout(buf: Rollout, advantages: torch.Tensor, returns: torch.Tensor, cols: slice) -> Rollout:
+    """One pod's ``(T, N, ...)`` rollout: columns ``cols`` of the population's (views, no copy)."""
+    return Rollout(
+        obs=buf.obs[:, cols],
+        unit_actions=buf.unit_actions[:, cols],
+        log_probs=buf.log_probs[:, cols],
+        values=buf.values[:, cols],
+        rewards=buf.rewards[:, cols],
+        terminated=buf.terminated[:, cols],
+        truncated=buf.truncated[:, cols],
+        final_obs=buf.final_obs[:, cols],
+        advantages=advantages[:, cols],
+        returns=returns[:, cols],
+    )
 
 
 @dataclass(frozen=True)
@@ -376,15 +399,20 @@ class PodBatch:
     returns: torch.Tensor
 
 
-def _learn(agents: Sequence[PPOAgent], batch: PodBatch, model: StackedModel) -> dict[str, torch.Tensor]:
+def _learn(
+    agents: Sequence[PPOAgent], batch: PodBatch, model: StackedModel, rollouts: Sequence[Rollout | None]
+) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
     """``update_epochs`` passes of clipped-PPO minibatch updates of every pod, as one batched loss.
 
     The loss is the sum of the pods' own losses, so each pod's gradient is its own; then every
-    agent clips its gradient and steps its own Adam. A pod whose epoch KL passes its ``target_kl``
-    stops updating (and drawing shuffles) while the others go on.
+    agent clips its gradient and steps its own Adam. After each pass a pod with the H-term on takes
+    its own H-term step (:meth:`~podracer.ppo.PPOAgent.epoch_hooks`, on its rollout in
+    ``rollouts``). A pod whose epoch KL passes its ``target_kl`` stops updating (and drawing
+    shuffles) while the others go on.
 
     Returns:
-        Per-pod metrics ``(P,)``, as :func:`~podracer.ppo_update.ppo_update` reports them.
+        Per-pod metrics ``(P,)``, as :func:`~podracer.ppo_update.ppo_update` reports them, and each
+        pod's extra metrics (``h_term_loss`` where the H-term ran).
     """
     cfg = agents[0].config
     pods, rows = batch.obs.shape[:2]
@@ -403,6 +431,10 @@ def _learn(agents: Sequence[PPOAgent], batch: PodBatch, model: StackedModel) -> 
     entropy_coef = _column(agents, "entropy_coef", device)
     use_entropy = any(agent.config.entropy_coef > 0.0 for agent in agents)
     parameters = [list(agent.model.parameters()) for agent in agents]
+    hooks = [
+        None if rollout is None else agent.epoch_hooks(rollout)
+        for agent, rollout in zip(agents, rollouts, strict=True)
+    ]
     active = [True] * pods
     pod_rows = torch.arange(pods, device=device).unsqueeze(1)
     sums = torch.zeros(pods, 5, device=device)  # policy loss, value loss, approx_kl, clip_frac, count
@@ -462,6 +494,9 @@ def _learn(agents: Sequence[PPOAgent], batch: PodBatch, model: StackedModel) -> 
                 )
                 sums += step * mask.unsqueeze(1)
         epochs_run += mask
+        for index, hook in enumerate(hooks):
+            if hook is not None and hook[0] is not None and active[index]:
+                epoch_kl[index] = hook[0](epoch_kl[index])
         targets = [agent.config.target_kl for agent in agents]
         if any(target is not None for target in targets):
             kls = epoch_kl.tolist()
@@ -476,6 +511,12 @@ def _learn(agents: Sequence[PPOAgent], batch: PodBatch, model: StackedModel) -> 
         explained_variance = 1.0 - (returns - old_values).var(dim=1) / returns.var(dim=1).clamp_min(1e-8)
         first = batch.obs[:, : minibatches[0].shape[1]]
         entropy = model.distribution(model.parameters(), first).entropy().mean(dim=1)
+    extras = [
+        {"h_term_loss": hook[1].last_loss}
+        if hook is not None and hook[1] is not None and hook[1].last_loss is not None
+        else {}
+        for hook in hooks
+    ]
     return {
         "policy_loss": sums[:, 0] / count,
         "value_loss": sums[:, 1] / count,
@@ -485,7 +526,7 @@ def _learn(agents: Sequence[PPOAgent], batch: PodBatch, model: StackedModel) -> 
         "explained_variance": explained_variance,
         "learning_rate": torch.tensor(lrs, device=device),
         "epochs_run": epochs_run,
-    }
+    }, extras
 
 
 class PopulationPolicy:

@@ -47,6 +47,7 @@ from podracer.distributions import PolicyDistribution
 from podracer.entity import CrossSectionalActorCritic, EntityLayout
 from podracer.errors import PodracerError, SnapshotError
 from podracer.frozen import FrozenActorPolicy, RowWisePolicy
+from podracer.hterm import TrajectoryBuffer
 from podracer.networks import Activation, ActorCritic, FrozenMLP
 from podracer.normalization import NormalizationConstants, RunningMeanStd
 from podracer.ppo_update import ppo_update
@@ -124,6 +125,10 @@ class PPOConfig:
         target_kl: stop a round's remaining epochs once the mean approximate KL of an epoch exceeds
             this (nats); ``None`` never stops early.
         policy: the network and action distribution (:data:`PolicyKind`).
+        h_term_coef: weight ``lambda`` of the H-term, one extra policy step per update epoch over
+            the best recent whole trajectories (:mod:`podracer.hterm`); 0 turns it off.
+        h_term_trajectories: trajectories (each ``rollout_steps`` long) the H-term keeps and
+            steps on; its extra work per round is about ``h_term_trajectories / N`` of PPO's.
     """
 
     rollout_steps: int = 64
@@ -148,6 +153,8 @@ class PPOConfig:
     adam_eps: float = 1e-5
     target_kl: float | None = None
     policy: PolicyKind = "mlp"
+    h_term_coef: float = 0.0
+    h_term_trajectories: int = 32
 
     PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {
         "learning_rate": (1e-5, 3e-3),
@@ -156,19 +163,29 @@ class PPOConfig:
         "gae_lambda": (0.8, 1.0),
         "gamma": (0.9, 0.9999),
         "value_coef": (0.1, 1.0),
+        "h_term_coef": (0.0, 0.0),
     }
-    """Float fields a tournament may perturb, with their allowed ``(min, max)``."""
+    """Float fields a tournament may perturb, with their allowed ``(min, max)``. ``h_term_coef`` is
+    pinned at its start value by default (measured: no narrower seed spread, x1.4 wall time a round;
+    BENCHMARKS "H-term"): a spec searches it with ``perturb_bounds = {h_term_coef = [0.0, 0.25]}``."""
     PERTURB_SPACES: ClassVar[dict[str, str]] = {
         "gamma": "log1m",
         "gae_lambda": "log1m",
         "entropy_coef": "linear",
+        "h_term_coef": "linear",
     }
     """Spaces of the perturbation steps (others: ``log``): the horizon ``1 / (1 - gamma)`` moves by a
-    factor, and an entropy weight of 0 can move (see :mod:`podracer.generator`)."""
+    factor, and an entropy or H-term weight of 0 can move (see :mod:`podracer.generator`)."""
 
     def __post_init__(self) -> None:
         """Reject values PPO cannot run with; each message names the field and the allowed range."""
-        positive_ints = ("rollout_steps", "total_env_steps", "update_epochs", "num_minibatches")
+        positive_ints = (
+            "rollout_steps",
+            "total_env_steps",
+            "update_epochs",
+            "num_minibatches",
+            "h_term_trajectories",
+        )
         for name in positive_ints:
             if int(getattr(self, name)) < 1:
                 raise AgentError(f"PPOConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -183,6 +200,7 @@ class PPOConfig:
             "max_grad_norm": (0.0, None),
             "obs_clip": (0.0, None),
             "adam_eps": (0.0, None),
+            "h_term_coef": (0.0, None),
         }
         for name, (low, high) in ranges.items():
             value = float(getattr(self, name))
@@ -289,6 +307,7 @@ class PPOAgent:
         (:mod:`podracer.fusion` averages the learners there). ``None``: no hook."""
         self._rollout: Rollout | None = None
         self._normalization_cache: NormalizationConstants | None = None
+        self._h_term: TrajectoryBuffer | None = None
 
     def _new_model(self) -> ActorCritic | CrossSectionalActorCritic:
         cfg, layout = self.config, self.layout
@@ -520,16 +539,34 @@ class PPOAgent:
             Metrics as 0-d tensors: losses, approximate KL and clip fraction are means over the
             minibatches run; ``entropy`` is the updated policy's mean entropy (nats) over the
             round's first minibatch-size transitions; ``explained_variance`` is the rollout
-            critic's against the returns.
+            critic's against the returns; with the H-term on, ``h_term_loss`` is its last step's loss.
         """
         cfg = self.config
         lr = learning_rate_at(cfg, self.env_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         check_round_size(rollout.obs.shape[0] * rollout.obs.shape[1], cfg.num_minibatches)
-        return ppo_update(
-            self.model, self.optimizer, rollout, cfg, lr, self.generator, self.device, self.epoch_hook
-        )
+        hook, h_term = self.epoch_hooks(rollout)
+        metrics = ppo_update(self.model, self.optimizer, rollout, cfg, lr, self.generator, self.device, hook)
+        if h_term is not None and h_term.last_loss is not None:
+            metrics["h_term_loss"] = h_term.last_loss
+        return metrics
+
+    def epoch_hooks(
+        self, rollout: Rollout
+    ) -> tuple[Callable[[torch.Tensor], torch.Tensor] | None, TrajectoryBuffer | None]:
+        """What runs after every update epoch of a round on ``rollout``, and the H-term's buffer.
+
+        With ``h_term_coef > 0`` the round's trajectories enter the H-term buffer and the hook takes
+        one H-term step (:mod:`podracer.hterm`), then runs :attr:`epoch_hook` (learner fusion), so
+        fused learners stay averaged; otherwise it is :attr:`epoch_hook` itself.
+        """
+        cfg = self.config
+        if cfg.h_term_coef <= 0.0:
+            return self.epoch_hook, None
+        h_term = self._h_term = TrajectoryBuffer.for_rollout(self._h_term, rollout, cfg.h_term_trajectories)
+        h_term.push(rollout)
+        return h_term.epoch_hook(self.model, self.optimizer, cfg, self.epoch_hook), h_term
 
     def train_round(self, env: TensorVectorEnv) -> RoundStats:
         """Collect ``rollout_steps x env.num_envs`` transitions from ``env``, then learn from them.

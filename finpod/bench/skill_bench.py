@@ -188,9 +188,43 @@ class SeedResult:
     contenders: dict[str, ContenderResult]
 
 
-def bench_spec(case: SkillCase, seed: int, hyper: str) -> Spec:
-    """The strategy spec of ``case`` for ``seed`` with the ``good`` or ``poor`` hyper-parameters."""
+def with_overrides(case: SkillCase, signal_strength: float | None, budget_env_steps: int | None) -> SkillCase:
+    """``case`` with another planted-signal strength and/or env-step budget (``None``: the case's).
+
+    Raises:
+        SpecError: a strength for a case without a signal, a strength out of range, a budget < 1.
+    """
+    if signal_strength is not None:
+        if case.signal.kind == "none":
+            raise SpecError(f"--signal-strength: case {case.name!r} has no signal; fix: drop the flag")
+        case = replace(case, signal=SignalSpec(case.signal.kind, signal_strength))
+    if budget_env_steps is not None:
+        if budget_env_steps < 1:
+            raise SpecError(f"--budget-env-steps must be >= 1, got {budget_env_steps}")
+        case = replace(case, budget_env_steps=budget_env_steps)
+    return case
+
+
+def agent_changes_for(h_term_coef: float | None) -> dict[str, Any]:
+    """The ``[agent]`` changes of ``--h-term-coef`` (``None``: none).
+
+    Raises:
+        SpecError: a negative or non-finite coefficient.
+    """
+    if h_term_coef is None:
+        return {}
+    if not (math.isfinite(h_term_coef) and h_term_coef >= 0.0):
+        raise SpecError(f"--h-term-coef {h_term_coef}: must be >= 0 (0 = off); fix: e.g. --h-term-coef 0.125")
+    return {"h_term_coef": h_term_coef}
+
+
+def bench_spec(
+    case: SkillCase, seed: int, hyper: str, agent_changes: Mapping[str, Any] | None = None
+) -> Spec:
+    """The strategy spec of ``case`` for ``seed`` with the ``good`` or ``poor`` hyper-parameters, then
+    ``agent_changes`` (``[agent]`` fields, e.g. ``{"h_term_coef": 0.125}``) over them."""
     agent = dict(GOOD_AGENT) if hyper == "good" else {**GOOD_AGENT, **POOR_CHANGES}
+    agent.update(agent_changes or {})
     return Spec.from_dict(
         {
             "name": f"skill-{case.name}",
@@ -342,6 +376,7 @@ def run_seed(
     contenders: Iterable[str] = CONTENDERS,
     hyper_sets: Iterable[str] = HYPER_SETS,
     on_result: Callable[[str, ContenderResult], None] | None = None,
+    agent_changes: Mapping[str, Any] | None = None,
 ) -> SeedResult:
     """Every requested contender of ``case`` on ``seed`` (CPU), with the oracle and equal weight.
 
@@ -351,9 +386,10 @@ def run_seed(
         contenders: names from :data:`CONTENDERS`.
         hyper_sets: names from :data:`HYPER_SETS`.
         on_result: called with ``("<hyper>/<contender>", result)`` as each finishes (progress).
+        agent_changes: ``[agent]`` fields over every hyper-parameter set (see :func:`bench_spec`).
     """
     device = torch.device("cpu")
-    base = bench_spec(case, seed, "good")
+    base = bench_spec(case, seed, "good", agent_changes)
     bars = synth_market(
         case.n_symbols,
         case.n_days,
@@ -373,7 +409,7 @@ def run_seed(
     results: dict[str, ContenderResult] = {}
     for hyper in hyper_sets:
         for name in contenders:
-            problem = replace(reference, spec=bench_spec(case, seed, hyper), trials=[])
+            problem = replace(reference, spec=bench_spec(case, seed, hyper, agent_changes), trials=[])
             start = time.perf_counter()
             policies, steps = _RUNNERS[name](problem)
             held_out = {trader: problem.held_out(policy) for trader, policy in policies.items()}
@@ -419,8 +455,18 @@ def _median(values: list[float]) -> float:
     return statistics.median(finite) if finite else math.nan
 
 
+def _quartiles(values: list[float]) -> list[float]:
+    """``[q1, q3]`` of the finite values (linear interpolation between order statistics), NaN if none."""
+    finite = [v for v in values if math.isfinite(v)]
+    if len(finite) < 2:
+        return [finite[0], finite[0]] if finite else [math.nan, math.nan]
+    q1, _, q3 = statistics.quantiles(finite, n=4, method="inclusive")
+    return [q1, q3]
+
+
 def summarise(results: list[SeedResult]) -> dict[str, Any]:
-    """Medians over seeds per case: oracle, equal weight; per contender: Sharpe, share, steps, seconds."""
+    """Medians over seeds per case: oracle, equal weight; per contender: Sharpe, share (and its
+    quartiles and range over seeds), steps, seconds."""
     out: dict[str, Any] = {}
     for case in dict.fromkeys(r.case for r in results):
         rows = [r for r in results if r.case == case]
@@ -444,6 +490,9 @@ def summarise(results: list[SeedResult]) -> dict[str, Any]:
                         max(c.share[t] for c in got if t in c.share),
                     ]
                     for t in traders
+                },
+                "share_quartiles": {
+                    t: _quartiles([c.share[t] for c in got if t in c.share]) for t in traders
                 },
                 "env_steps": _median([float(c.env_steps) for c in got]),
                 "seconds": _median([c.seconds for c in got]),

@@ -242,17 +242,32 @@ def skill(
     seeds: int = typer.Option(5, "--seeds", help="Seeds 0..N-1 (market, agents and tournament)."),
     threads: int = typer.Option(1, "--threads", help="torch CPU threads (0: torch's default)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+    signal_strength: float | None = typer.Option(
+        None, "--signal-strength", help="Planted-signal strength (about the daily IC; realistic 0.02-0.08)."
+    ),
+    budget_env_steps: int | None = typer.Option(
+        None, "--budget-env-steps", help="Env steps per contender and seed (default: the case's)."
+    ),
+    h_term_coef: float | None = typer.Option(
+        None, "--h-term-coef", help="[agent] h_term_coef of every contender (default: the agent's, 0 = off)."
+    ),
 ) -> None:
     """Held-out skill on planted-signal markets: oracle, equal weight, each contender's share of the edge."""
     from finpod.bench import skill_bench
 
     skill_bench.check_choices(case, contender, hyper, seeds)
+    cases = [
+        skill_bench.with_overrides(skill_bench.CASES[name], signal_strength, budget_env_steps)
+        for name in case
+    ]
+    agent_changes = skill_bench.agent_changes_for(h_term_coef)
     _set_torch_threads(threads)
     results = []
-    for name in case:
+    for bench_case in cases:
+        name = bench_case.name
         for seed in range(seeds):
             progress = _echo_progress(name, seed, err=as_json)  # with --json, progress goes to stderr
-            found = skill_bench.run_seed(skill_bench.CASES[name], seed, contender, hyper, progress)
+            found = skill_bench.run_seed(bench_case, seed, contender, hyper, progress, agent_changes)
             results.append(found)
             if not as_json:
                 typer.echo(
@@ -270,9 +285,10 @@ def skill(
         for key, row in summary["contenders"].items():
             for trader, sharpe in row["sharpe"].items():
                 low, high = row["share_min_max"][trader]
+                q1, q3 = row["share_quartiles"][trader]
                 typer.echo(
                     f"  {key:<20} {trader:<9} Sharpe {sharpe:5.2f}  share {row['share'][trader]:5.2f} "
-                    f"[{low:.2f}, {high:.2f}]  DSR {row['dsr'][trader]:.2f} "
+                    f"[{low:.2f}, {high:.2f}] IQR {q3 - q1:.2f}  DSR {row['dsr'][trader]:.2f} "
                     f"(max {row['dsr_max'][trader]:.2f})  "
                     f"{row['env_steps']:.0f} steps  {row['seconds']:.0f} s"
                 )

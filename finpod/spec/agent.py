@@ -15,6 +15,12 @@ AGENT_DEFAULTS: dict[str, Any] = {"policy": "cross_sectional"}
 portfolio: the cross-sectional policy (one shared per-asset encoder; the flat MLP learned nothing on
 the planted-signal market in 55k steps, see BENCHMARKS.md "Skill"). ``policy = "mlp"`` still works."""
 
+FIXES: dict[str, str] = {
+    "h_term_coef": "set agent.h_term_coef to 0 (H-term off) or a positive weight such as 0.125",
+    "h_term_trajectories": "set agent.h_term_trajectories to the trajectories the H-term keeps, e.g. 32",
+}
+"""The fix a one-line error suggests for fields whose valid values need more than the range."""
+
 
 def ppo_config_from(agent: Mapping[str, Any]) -> PPOConfig:
     """``PPOConfig`` from the ``[agent]`` table over :data:`AGENT_DEFAULTS`, with unknown keys and bad
@@ -36,7 +42,8 @@ def ppo_config_from(agent: Mapping[str, Any]) -> PPOConfig:
         if named is None:
             raise ValueError(f"{err}; fix: see podracer.ppo.PPOConfig for valid values") from None
         field, problem = named.groups()
-        raise ValueError(f"agent.{field}: {problem}; fix: change agent.{field} to satisfy that") from None
+        fix = FIXES.get(field, f"change agent.{field} to satisfy that")
+        raise ValueError(f"agent.{field}: {problem}; fix: {fix}") from None
 
 
 def _check_agent_type(name: str, value: Any) -> None:

@@ -214,7 +214,7 @@ class TournamentSpec(Model):
         0.2,
         ge=0,
         description="hyper-parameter step of a child: learning rate x (1+s)^u, 1-gamma and 1-lambda x "
-        "(1+s)^u, entropy_coef + s*(max-min)*u, u ~ U(-1, 1)",
+        "(1+s)^u, entropy_coef and h_term_coef + s*(max-min)*u, u ~ U(-1, 1)",
         examples=[0.2],
     )
     perturb_bounds: dict[str, tuple[float, float]] = Field(

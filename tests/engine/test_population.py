@@ -214,3 +214,18 @@ def test_a_child_never_shares_adam_moments_with_a_live_donor() -> None:
     before = [t.clone() for t in theirs]
     child.train_round(make_env(1))
     assert all(torch.equal(a, b) for a, b in zip(theirs, before, strict=True))
+
+
+def test_pods_with_and_without_the_h_term_train_together_as_they_would_alone() -> None:
+    configs = [dataclasses.replace(TINY_PPO, h_term_coef=0.125, h_term_trajectories=8), TINY_PPO]
+    alone = [make_agent(config, 30 + index) for index, config in enumerate(configs)]
+    population = [make_agent(config, 30 + index) for index, config in enumerate(configs)]
+    envs_alone, envs_pop = [make_env(0), make_env(1)], [make_env(0), make_env(1)]
+    for _ in range(3):
+        own = [agent.train_round(env).metrics for agent, env in zip(alone, envs_alone, strict=True)]
+        together = [stats.metrics for stats in train_population_round(population, envs_pop)]
+    assert "h_term_loss" in together[0]
+    assert "h_term_loss" not in together[1]
+    assert together[0]["h_term_loss"] == pytest.approx(own[0]["h_term_loss"], rel=1e-4, abs=1e-9)
+    for one, other in zip(alone, population, strict=True):
+        assert _max_difference(one, other) < PARAM_ATOL

@@ -31,6 +31,12 @@ def population_threads(spec: Spec) -> int:
     return max(1, min(os.cpu_count() or 1, spec.tournament.torch_threads_per_pod))
 
 
+def population_workers(spec: Spec) -> int:
+    """Sub-populations a population run trains side by side in threads: the cores over its torch
+    threads (the pods' numbers do not depend on it; ``run.json`` records it)."""
+    return max(1, (os.cpu_count() or 1) // population_threads(spec))
+
+
 def training_threads(spec: Spec) -> int:
     """Torch intra-op threads a pod's training computation runs with, as ``run.json`` records them.
 
@@ -54,7 +60,7 @@ def pod_backend(spec: Spec, device: torch.device) -> Iterator[Backend | None]:
         yield None
         return
     if settings.backend == "population":
-        population = PopulationBackend(settings.pool_size, population_threads(spec))
+        population = PopulationBackend(settings.pool_size, population_threads(spec), population_workers(spec))
         try:
             yield population
         finally:

@@ -40,7 +40,7 @@ from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.matmul_precision import cuda_matmul_precision
 from finpod.paths import default_data_root
-from finpod.pipeline.backend import pod_backend, training_threads
+from finpod.pipeline.backend import pod_backend, population_workers, training_threads
 from finpod.pipeline.inputs import (
     adjustment_warning,
     backtest_panel,
@@ -355,6 +355,7 @@ def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "torch_threads": {
             "training": training_threads(spec),
+            "training_workers": population_workers(spec) if spec.tournament.backend == "population" else None,
             "evaluation": threads_for(1),
             "validation": threads_for(spec.tournament.validation_chunks),
         },

@@ -176,13 +176,16 @@ def _leaderboard_rows(run_dir: Path) -> list[tuple[int, float, int]]:
 
 def test_a_tournament_on_the_population_backend_is_reproducible_and_resumes(tmp_path: Path) -> None:
     config = tournament_config(pool_size=3, budget_env_steps=24 * 128)
-    backend = PopulationBackend(3, torch_threads=1)
+    backend = PopulationBackend(3, torch_threads=1, workers=1)
     assert isinstance(backend, LockstepBackend)
     with new_tournament(tmp_path / "a", config, backend) as tournament:
         result = tournament.run()
     assert result.rounds >= 20
     assert result.leaderboard.entries
-    with new_tournament(tmp_path / "b", config, PopulationBackend(3, torch_threads=1)) as tournament:
+    # The same run with its pods split over two worker threads (two sub-populations): the same board.
+    with new_tournament(
+        tmp_path / "b", config, PopulationBackend(3, torch_threads=1, workers=2)
+    ) as tournament:
         tournament.run()
     assert _leaderboard_rows(tmp_path / "a") == _leaderboard_rows(tmp_path / "b")
 

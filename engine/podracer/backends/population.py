@@ -23,8 +23,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
-from typing import Any, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 
@@ -44,19 +44,32 @@ class PopulationBackend:
         slots: pods in the pool (>= 1): the population size when every pod fits one structure.
         torch_threads: torch intra-op threads for the population's computation, or ``None`` for
             every core of the machine.
+        workers: sub-populations trained side by side in threads of this process (each pod's
+            numbers are the same whichever sub-population it trains in: one pod's slice of a
+            batched matmul does not depend on the others), or ``None`` for
+            ``cores // torch_threads`` on a CPU and 1 on a GPU. Threads, unlike a bigger intra-op
+            count, share a small CPU without waiting on each other's slowest core.
     """
 
     lockstep = True
     """The orchestrator runs the pool in lockstep here: it submits all, then calls :meth:`run_submitted`."""
 
-    def __init__(self, slots: int, torch_threads: int | None = None) -> None:
+    def __init__(self, slots: int, torch_threads: int | None = None, workers: int | None = None) -> None:
         """See the class docstring."""
         if slots < 1:
             raise TournamentError(f"PopulationBackend slots is {slots}; it must be at least 1")
         if torch_threads is not None and torch_threads < 1:
             raise TournamentError(f"torch_threads is {torch_threads}; use >= 1 or None")
+        if workers is not None and workers < 1:
+            raise TournamentError(f"workers is {workers}; use >= 1 or None")
         self._slots = slots
-        self.torch_threads = torch_threads or max(1, os.cpu_count() or 1)
+        cores = max(1, os.cpu_count() or 1)
+        self.torch_threads = torch_threads or cores
+        self.workers = workers
+        """Sub-populations side by side (``None``: ``cores // torch_threads`` on a CPU, 1 on a GPU)."""
+        self._cpu_workers = max(1, cores // self.torch_threads)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_size = 0
         self._pending: list[tuple[Callable[[], Any], Future[Any]]] = []
 
     def slots(self) -> int:
@@ -94,11 +107,27 @@ class PopulationBackend:
             else:
                 groups.setdefault((task.train_rounds, *key), []).append((task, future))
         for members in groups.values():
-            _run_group(members)
+            _run_group(members, self._workers_for(members[0][0]))
+
+    def _workers_for(self, task: RoundTask) -> _Workers | None:
+        """The worker threads a group trains its sub-populations on (``None``: one population here)."""
+        device = getattr(task.pod.agent, "device", None)
+        count = self.workers or (self._cpu_workers if getattr(device, "type", "cpu") == "cpu" else 1)
+        if count <= 1:
+            return None
+        if self._pool is None or self._pool_size != count:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+            self._pool = ThreadPoolExecutor(max_workers=count, thread_name_prefix="podracer-population")
+            self._pool_size = count
+        return _Workers(self._pool, count)
 
     def shutdown(self) -> None:
-        """Run whatever is still queued (nothing, after the orchestrator's loop), then stop."""
+        """Run whatever is still queued (nothing, after the orchestrator's loop), then stop the workers."""
         self.run_submitted()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 def _run_alone(task: Callable[[], Any], future: Future[Any]) -> None:
@@ -110,8 +139,25 @@ def _run_alone(task: Callable[[], Any], future: Future[Any]) -> None:
         future.set_exception(error)
 
 
-def _run_group(members: list[tuple[RoundTask, Future[Any]]]) -> None:
-    """``train_rounds`` population rounds of the members' pods, then each pod's evaluation."""
+class _Workers(NamedTuple):
+    """The worker threads of a group's sub-populations and how many there are."""
+
+    pool: ThreadPoolExecutor
+    size: int
+
+
+def _train_rounds(agents: list[Any], envs: list[Any], rounds: int) -> list[tuple[int, dict[str, float]]]:
+    """``rounds`` population rounds of ``agents``; each pod's env steps and last round's metrics."""
+    totals: list[tuple[int, dict[str, float]]] = [(0, {}) for _ in agents]
+    for _ in range(rounds):
+        stats = train_population_round(agents, envs)
+        totals = [(steps + s.env_steps, dict(s.metrics)) for (steps, _), s in zip(totals, stats, strict=True)]
+    return totals
+
+
+def _run_group(members: list[tuple[RoundTask, Future[Any]]], workers: _Workers | None) -> None:
+    """``train_rounds`` population rounds of the members' pods (split into one sub-population per
+    worker thread when ``workers`` is given), then the pods' evaluation."""
     members = [(task, future) for task, future in members if future.set_running_or_notify_cancel()]
     if not members:
         return
@@ -119,13 +165,18 @@ def _run_group(members: list[tuple[RoundTask, Future[Any]]]) -> None:
     agents = [task.pod.agent for task in tasks]
     envs = [task.pod.env for task in tasks]
     started = time.perf_counter()
-    env_steps = [0] * len(tasks)
-    metrics: list[dict[str, float]] = [{} for _ in tasks]
+    rounds = tasks[0].train_rounds
     try:
-        for _ in range(tasks[0].train_rounds):
-            for index, stats in enumerate(train_population_round(agents, envs)):  # type: ignore[arg-type]
-                env_steps[index] += stats.env_steps
-                metrics[index] = dict(stats.metrics)
+        if workers is None or len(tasks) == 1:
+            totals = _train_rounds(agents, envs, rounds)
+        else:
+            parts = [part.tolist() for part in torch.arange(len(tasks)).tensor_split(workers.size)]
+            jobs = [
+                workers.pool.submit(_train_rounds, [agents[i] for i in part], [envs[i] for i in part], rounds)
+                for part in parts
+                if part
+            ]
+            totals = [total for job in jobs for total in job.result()]
     except BaseException as error:  # every pod of the group crashed this round
         for _, future in members:
             future.set_exception(error)
@@ -141,11 +192,11 @@ def _run_group(members: list[tuple[RoundTask, Future[Any]]]) -> None:
         future.set_result(
             RoundResult(
                 pod_id=task.pod.pod_id,
-                env_steps=env_steps[index],
+                env_steps=totals[index][0],
                 train_seconds=train_seconds,
                 eval_seconds=eval_seconds,
                 score=score,
-                metrics=metrics[index],
+                metrics=totals[index][1],
             )
         )
 

@@ -256,7 +256,7 @@ def run_main_bench(shape: str, spec: Spec, out: Path | None = None) -> MainBench
     return MainBenchResult(
         shape=shape,
         device=str(device),
-        backend=spec.tournament.backend,
+        backend=str(info["backend"]),
         pool_size=spec.tournament.pool_size,
         num_envs=spec.env.num_envs,
         num_assets=num_assets,

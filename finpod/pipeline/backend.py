@@ -1,5 +1,6 @@
 """Where a run's pods train: the spec's ``[tournament] backend`` as a podracer backend.
 
+``auto`` (the default) is ``population`` on a CUDA device and ``local`` on a CPU.
 ``local`` is podracer's own thread pool (the tournament makes it; nothing to do here).
 ``population`` trains the whole pool in lockstep as one batched computation in this process
 (:class:`podracer.PopulationBackend`). ``ray`` joins
@@ -37,13 +38,23 @@ def population_workers(spec: Spec) -> int:
     return max(1, (os.cpu_count() or 1) // population_threads(spec))
 
 
-def training_threads(spec: Spec) -> int:
+def resolved_backend(spec: Spec, device: torch.device) -> str:
+    """The backend a run uses: the spec's, with ``auto`` as ``population`` on a CUDA device (one
+    batched computation fills a GPU that many small pods leave idle) and ``local`` on a CPU (where
+    both are bound by the same matmuls: BENCHMARKS "Main job")."""
+    backend = spec.tournament.backend
+    if backend == "auto":
+        return "population" if device.type == "cuda" else "local"
+    return backend
+
+
+def training_threads(spec: Spec, device: torch.device) -> int:
     """Torch intra-op threads a pod's training computation runs with, as ``run.json`` records them.
 
     ``population``: :func:`population_threads` for the whole pool; ``local``: ``torch_threads_per_pod``
     per pod thread; ``ray``: the same, in each pod's own process.
     """
-    if spec.tournament.backend == "population":
+    if resolved_backend(spec, device) == "population":
         return population_threads(spec)
     return spec.tournament.torch_threads_per_pod
 
@@ -56,10 +67,11 @@ def pod_backend(spec: Spec, device: torch.device) -> Iterator[Backend | None]:
         SpecError: a CUDA run on Ray with no GPU share per pod, or Ray cannot be reached.
     """
     settings = spec.tournament
-    if settings.backend == "local":
+    backend = resolved_backend(spec, device)
+    if backend == "local":
         yield None
         return
-    if settings.backend == "population":
+    if backend == "population":
         population = PopulationBackend(settings.pool_size, population_threads(spec), population_workers(spec))
         try:
             yield population
@@ -74,7 +86,7 @@ def pod_backend(spec: Spec, device: torch.device) -> Iterator[Backend | None]:
     from podracer.backends.ray_backend import RayBackend
 
     try:
-        backend = RayBackend(
+        ray = RayBackend(
             settings.address,
             cpus_per_pod=settings.cpus_per_pod,
             gpus_per_pod=settings.gpus_per_pod,
@@ -83,6 +95,6 @@ def pod_backend(spec: Spec, device: torch.device) -> Iterator[Backend | None]:
     except TournamentError as exc:
         raise SpecError(f"tournament.backend = 'ray': {exc}") from None
     try:
-        yield backend
+        yield ray
     finally:
-        backend.shutdown()
+        ray.shutdown()

@@ -40,7 +40,7 @@ from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.matmul_precision import cuda_matmul_precision
 from finpod.paths import default_data_root
-from finpod.pipeline.backend import pod_backend, population_workers, training_threads
+from finpod.pipeline.backend import pod_backend, population_workers, resolved_backend, training_threads
 from finpod.pipeline.inputs import (
     adjustment_warning,
     backtest_panel,
@@ -342,10 +342,12 @@ def _probe(spec: Spec, panel: Panel, device: torch.device) -> TradingEnv:
 
 
 def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]:
+    backend = resolved_backend(spec, device)
     return {
         "spec_name": spec.name,
         "dataset": str(dataset),
         "device": str(device),
+        "backend": backend,
         "finpod_version": finpod.__version__,
         "torch_version": torch.__version__,
         "torch_threads_per_pod": spec.tournament.torch_threads_per_pod,
@@ -354,8 +356,8 @@ def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]
         "machine": machine_record(),  # what CPU figures depend on (finpod.cpu_kernels)
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "torch_threads": {
-            "training": training_threads(spec),
-            "training_workers": population_workers(spec) if spec.tournament.backend == "population" else None,
+            "training": training_threads(spec, device),
+            "training_workers": population_workers(spec) if backend == "population" else None,
             "evaluation": threads_for(1),
             "validation": threads_for(spec.tournament.validation_chunks),
         },

@@ -291,9 +291,10 @@ class TournamentSpec(Model):
         "(validation_chunks > 1), so its portfolio is the policy's, not all cash",
         examples=[390],
     )
-    backend: Literal["local", "population", "ray"] = Field(
-        "local",
-        description='where pods train: "local" (threads in this process), "population" (the whole pool '
+    backend: Literal["auto", "local", "population", "ray"] = Field(
+        "auto",
+        description='where pods train: "auto" ("population" on a CUDA device, "local" on a CPU), '
+        '"local" (threads in this process), "population" (the whole pool '
         "in lockstep as one batched computation on the run's device, with torch_threads_per_pod threads "
         'in all) or "ray" (Ray actors; pool_size then caps the pool, which follows the '
         "cluster's CPUs/GPUs)",

@@ -13,6 +13,7 @@ from tiny import tiny_bars, tiny_spec, write_tiny_dataset
 import finpod
 from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv
+from finpod.pipeline.backend import resolved_backend
 from finpod.pipeline.inputs import load_bars, selection_panel, universe_symbols
 from finpod.pipeline.training import (
     TRAIN_SEGMENT,
@@ -79,3 +80,12 @@ def test_score_many_equals_each_policy_scored_alone(tmp_path: Path) -> None:
     together = score.score_many(policies, PopulationPolicy(agents))
     assert together == pytest.approx(alone, rel=SCORE_RTOL, abs=1e-6)
     assert len(set(alone)) == 3, "the pods scored alike: the test proves nothing"
+
+
+def test_auto_is_the_population_on_a_gpu_and_the_thread_pool_on_a_cpu(tmp_path: Path) -> None:
+    spec = tiny_spec(tmp_path)
+    assert spec.tournament.backend == "auto"
+    assert resolved_backend(spec, torch.device("cpu")) == "local"
+    assert resolved_backend(spec, torch.device("cuda")) == "population"
+    chosen = spec.with_(tournament={"backend": "population"})
+    assert resolved_backend(chosen, torch.device("cpu")) == "population"

@@ -41,10 +41,10 @@ def population_workers(spec: Spec) -> int:
 def resolved_backend(spec: Spec, device: torch.device) -> str:
     """The backend a run uses: the spec's, with ``auto`` as ``population`` on a CUDA device (one
     batched computation fills a GPU that many small pods leave idle) and ``local`` on a CPU (where
-    both are bound by the same matmuls: BENCHMARKS "Main job")."""
+    both are bound by the same matmuls: BENCHMARKS "The population backend") or with learner fusion."""
     backend = spec.tournament.backend
-    if backend == "auto":
-        return "population" if device.type == "cuda" else "local"
+    if backend == "auto":  # learner fusion trains each pod alone: threads keep those pods parallel
+        return "population" if device.type == "cuda" and spec.tournament.learners == 1 else "local"
     return backend
 
 

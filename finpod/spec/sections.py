@@ -337,6 +337,16 @@ class TournamentSpec(Model):
         return self
 
     @model_validator(mode="after")
+    def _population_has_no_fusion(self) -> TournamentSpec:
+        if self.backend == "population" and self.learners > 1:
+            raise ValueError(
+                f"tournament.learners: {self.learners} learners per pod fuse over torch.distributed, "
+                'which a population (backend = "population") does not run; fix: set learners = 1 or '
+                'backend = "local"'
+            )
+        return self
+
+    @model_validator(mode="after")
     def _k_fits(self) -> TournamentSpec:
         if self.ensemble_k > self.leaderboard_size:
             raise ValueError(

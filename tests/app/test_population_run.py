@@ -87,5 +87,7 @@ def test_auto_is_the_population_on_a_gpu_and_the_thread_pool_on_a_cpu(tmp_path: 
     assert spec.tournament.backend == "auto"
     assert resolved_backend(spec, torch.device("cpu")) == "local"
     assert resolved_backend(spec, torch.device("cuda")) == "population"
+    fused = spec.with_(tournament={"learners": 2})
+    assert resolved_backend(fused, torch.device("cuda")) == "local"
     chosen = spec.with_(tournament={"backend": "population"})
     assert resolved_backend(chosen, torch.device("cpu")) == "population"

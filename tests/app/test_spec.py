@@ -80,6 +80,8 @@ BAD_FIELDS = [
     ({"tournament": {"perturb_bounds": {"gamma": [0.99, 0.9]}}}, "tournament.perturb_bounds.gamma", "min"),
     ({"tournament": {"pool_schedule": "thirds"}}, "tournament.pool_schedule", "halving"),
     ({"tournament": {"torch_threads_per_pod": 0}}, "tournament.torch_threads_per_pod", "fix:"),
+    ({"tournament": {"backend": "threads"}}, "tournament.backend", "population"),
+    ({"tournament": {"backend": "population", "learners": 2}}, "tournament.learners", "learners = 1"),
     ({"data": {"source": "dataset"}}, "data.path", "data.source"),
     ({"data": {"synthetic": {"n_symbols": 0}}}, "data.synthetic.n_symbols", "fix:"),
     ({"data": {"synthetic": {"signal": "wave"}}}, "data.synthetic.signal", "reversal"),

@@ -9,6 +9,7 @@ also when a test fails.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import signal
@@ -150,6 +151,21 @@ def test_a_round_that_raises_crashes_only_that_round(cluster: LocalCluster) -> N
             backend.submit(lambda: 1)
     finally:
         backend.shutdown()
+
+
+def test_a_pod_with_the_h_term_trains_on_a_ray_worker(cluster: LocalCluster) -> None:
+    """The H-term's config travels with the pod; its buffer (experience, not state) refills there."""
+    del cluster
+    config = dataclasses.replace(TINY_PPO, h_term_coef=0.125, h_term_trajectories=8)
+    backend = RayBackend(cpus_per_pod=1.0, max_slots=1)
+    pod = Pod(0, None, 0, 0, 4, config, make_agent(config, 4), make_env(4), 0, 0)
+    try:
+        result = backend.submit(RoundTask(pod, 2, Validation(), make_agent, make_env)).result(timeout=120)
+    finally:
+        backend.shutdown()
+    assert result.metrics["h_term_loss"] < 0.0
+    assert pod.agent.config.h_term_coef == 0.125
+    assert pod.agent.env_steps == 2 * ROUND_ENV_STEPS
 
 
 def test_agent_states_travel_as_tensors_and_a_pickled_object_is_refused() -> None:

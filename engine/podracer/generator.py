@@ -97,6 +97,15 @@ def resample_value(bounds: PerturbRange, q: float) -> float:
     return bounds.low + q * (bounds.high - bounds.low)
 
 
+def searched(ranges: Mapping[str, PerturbRange]) -> dict[str, PerturbRange]:
+    """The fields a tournament moves: those whose ``(min, max)`` is a range, not one pinned value.
+
+    A pinned field (``min == max``, e.g. ``h_term_coef``'s default ``(0, 0)``) keeps every pod's
+    value and takes no random draw, so pinning a field leaves the other fields' draws as they were.
+    """
+    return {name: bounds for name, bounds in ranges.items() if bounds.high > bounds.low}
+
+
 def perturb_config(
     config: Any,
     perturb_scale: float,
@@ -120,7 +129,7 @@ def perturb_config(
         The new config; a stepped value lies within its field's ``(min, max)`` widened to include the
         field's value in ``config``, a resampled one within ``(min, max)``.
     """
-    ranges = check_agent_config(config, bounds)
+    ranges = searched(check_agent_config(config, bounds))
     changes: dict[str, float] = {}
     for name in sorted(ranges):
         resample = resample_prob > 0.0 and float(rng.random()) < resample_prob
@@ -223,6 +232,6 @@ class Generator:
     def _fresh_config(self, rng: np.random.Generator) -> Any:
         """The base config with every perturbable field drawn from its search space."""
         base = self.base_agent_config
-        ranges = check_agent_config(base, self.perturb_bounds)
+        ranges = searched(check_agent_config(base, self.perturb_bounds))
         drawn = {name: resample_value(ranges[name], float(rng.random())) for name in sorted(ranges)}
         return dataclasses.replace(base, **drawn)

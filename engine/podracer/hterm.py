@@ -33,17 +33,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import torch
 from torch import nn
 
 from podracer.entity import CrossSectionalActorCritic
 from podracer.networks import ActorCritic
+from podracer.ppo_config import PPOConfig
 from podracer.rollout import Rollout
-
-if TYPE_CHECKING:
-    from podracer.ppo import PPOConfig
 
 KEPT_PER_ROUND: Final[float] = 0.5
 """Share of a round's trajectories (the best by mean return) that enter the buffer."""

@@ -8,17 +8,14 @@ minibatches, and calls :func:`ppo_update`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from podracer.entity import CrossSectionalActorCritic
 from podracer.networks import ActorCritic
+from podracer.ppo_config import PPOConfig
 from podracer.rollout import Rollout
-
-if TYPE_CHECKING:
-    from podracer.ppo import PPOConfig
 
 
 def ppo_update(

@@ -1,0 +1,219 @@
+"""PPO's hyper-parameters: :class:`PPOConfig`, its checks, and what follows from it alone.
+
+:class:`podracer.ppo.PPOAgent` learns with them; :func:`podracer.ppo_update.ppo_update` and
+:mod:`podracer.population` read them. ``from podracer.ppo import PPOConfig`` keeps working.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from podracer.errors import PodracerError
+from podracer.networks import Activation
+
+LrSchedule = Literal["constant", "linear"]
+"""``constant``: always ``learning_rate``; ``linear``: decays to 0 at ``total_env_steps``."""
+
+PolicyKind = Literal["mlp", "cross_sectional"]
+"""``mlp``: flat actor and critic MLPs over the whole observation, a Beta per action dimension
+(:class:`podracer.networks.ActorCritic`); ``cross_sectional``: shared per-entity encoders, pooled
+context, softmax-of-Gaussian-scores weights (:class:`podracer.entity.CrossSectionalActorCritic`);
+needs an :class:`podracer.entity.EntityLayout`."""
+POLICY_KINDS: tuple[str, ...] = ("mlp", "cross_sectional")
+
+MIN_MINIBATCH_SIZE = 2
+"""Transitions a minibatch needs at least (advantage normalisation takes a standard deviation)."""
+
+
+class AgentError(PodracerError, ValueError):
+    """A PPO agent was configured or used wrongly: an invalid hyper-parameter, or an env of another shape."""
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """Every hyper-parameter of :class:`PPOAgent`, with its unit or meaning.
+
+    Attributes:
+        rollout_steps: env steps collected per env per round (``T``); a round yields ``T * N``
+            transitions.
+        gamma: discount factor per env step, in ``(0, 1]``.
+        gae_lambda: GAE bias/variance trade-off, in ``[0, 1]`` (1 = Monte Carlo returns).
+        learning_rate: Adam step size at the start of training.
+        lr_schedule: ``"constant"`` or ``"linear"`` (decays to 0 at ``total_env_steps``).
+        total_env_steps: env steps over which the ``linear`` schedule decays (unused by ``constant``).
+        update_epochs: passes over each round's transitions.
+        num_minibatches: minibatches per pass (minibatch size is ``T * N / num_minibatches``).
+        clip_coef: PPO ratio clip range ``epsilon`` (the ratio is kept within ``1 +- epsilon``).
+        clip_value: whether the value loss is clipped around the rollout's value estimates.
+        value_clip_coef: half-width of that value clip, in units of discounted reward.
+        entropy_coef: weight of the entropy bonus in the loss (nats to loss units).
+        value_coef: weight of the value loss in the loss.
+        max_grad_norm: global L2 norm the gradient is clipped to before each step.
+        normalize_advantages: standardise advantages per minibatch (zero mean, unit variance).
+        normalize_observations: normalise observations with running per-feature mean and variance.
+        obs_clip: normalised observations are clipped to ``[-obs_clip, obs_clip]`` (standard deviations).
+        hidden_sizes: hidden-layer widths of the actor and of the critic MLPs (``cross_sectional``:
+            of the shared per-entity encoders; the last width is also the heads' hidden width).
+        activation: hidden-layer nonlinearity (``tanh``, ``relu`` or ``elu``).
+        adam_eps: Adam's denominator epsilon.
+        target_kl: stop a round's remaining epochs once the mean approximate KL of an epoch exceeds
+            this (nats); ``None`` never stops early.
+        policy: the network and action distribution (:data:`PolicyKind`).
+        h_term_coef: weight ``lambda`` of the H-term, one extra policy step per update epoch over
+            the best recent whole trajectories (:mod:`podracer.hterm`); 0 turns it off.
+        h_term_trajectories: trajectories (each ``rollout_steps`` long) the H-term keeps and
+            steps on; its extra work per round is about ``h_term_trajectories / N`` of PPO's.
+    """
+
+    rollout_steps: int = 64
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    learning_rate: float = 3e-4
+    lr_schedule: LrSchedule = "constant"
+    total_env_steps: int = 10_000_000
+    update_epochs: int = 4
+    num_minibatches: int = 16
+    clip_coef: float = 0.2
+    clip_value: bool = True
+    value_clip_coef: float = 0.2
+    entropy_coef: float = 0.0
+    value_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    normalize_advantages: bool = True
+    normalize_observations: bool = True
+    obs_clip: float = 10.0
+    hidden_sizes: tuple[int, ...] = (512, 512)
+    activation: Activation = "relu"
+    adam_eps: float = 1e-5
+    target_kl: float | None = None
+    policy: PolicyKind = "mlp"
+    h_term_coef: float = 0.0
+    h_term_trajectories: int = 32
+
+    PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {
+        "learning_rate": (1e-5, 3e-3),
+        "entropy_coef": (0.0, 0.05),
+        "clip_coef": (0.05, 0.4),
+        "gae_lambda": (0.8, 1.0),
+        "gamma": (0.9, 0.9999),
+        "value_coef": (0.1, 1.0),
+        "h_term_coef": (0.0, 0.0),
+    }
+    """Float fields a tournament may perturb, with their allowed ``(min, max)``. ``h_term_coef`` is
+    pinned at its start value by default (measured: no narrower seed spread, x1.4 wall time a round;
+    BENCHMARKS "H-term"): a spec searches it with ``perturb_bounds = {h_term_coef = [0.0, 0.25]}``."""
+    PERTURB_SPACES: ClassVar[dict[str, str]] = {
+        "gamma": "log1m",
+        "gae_lambda": "log1m",
+        "entropy_coef": "linear",
+        "h_term_coef": "linear",
+    }
+    """Spaces of the perturbation steps (others: ``log``): the horizon ``1 / (1 - gamma)`` moves by a
+    factor, and an entropy or H-term weight of 0 can move (see :mod:`podracer.generator`)."""
+
+    def __post_init__(self) -> None:
+        """Reject values PPO cannot run with; each message names the field and the allowed range."""
+        positive_ints = (
+            "rollout_steps",
+            "total_env_steps",
+            "update_epochs",
+            "num_minibatches",
+            "h_term_trajectories",
+        )
+        for name in positive_ints:
+            if int(getattr(self, name)) < 1:
+                raise AgentError(f"PPOConfig.{name} must be >= 1, got {getattr(self, name)}")
+        ranges = {
+            "gamma": (0.0, 1.0),
+            "gae_lambda": (0.0, 1.0),
+            "clip_coef": (0.0, None),
+            "value_clip_coef": (0.0, None),
+            "entropy_coef": (0.0, None),
+            "value_coef": (0.0, None),
+            "learning_rate": (0.0, None),
+            "max_grad_norm": (0.0, None),
+            "obs_clip": (0.0, None),
+            "adam_eps": (0.0, None),
+            "h_term_coef": (0.0, None),
+        }
+        for name, (low, high) in ranges.items():
+            value = float(getattr(self, name))
+            if value < low or (high is not None and value > high) or value != value:
+                bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+                raise AgentError(f"PPOConfig.{name} must be in {bound}, got {value}")
+        if self.lr_schedule not in ("constant", "linear"):
+            raise AgentError(
+                f"PPOConfig.lr_schedule must be 'constant' or 'linear', got {self.lr_schedule!r}"
+            )
+        if self.policy not in POLICY_KINDS:
+            raise AgentError(f"PPOConfig.policy must be 'mlp' or 'cross_sectional', got {self.policy!r}")
+        if self.activation not in ("tanh", "relu", "elu"):
+            raise AgentError(f"PPOConfig.activation must be 'tanh', 'relu' or 'elu', got {self.activation!r}")
+        if not self.hidden_sizes or any(int(h) < 1 for h in self.hidden_sizes):
+            raise AgentError(
+                f"PPOConfig.hidden_sizes must be non-empty positive widths, got {self.hidden_sizes}"
+            )
+        if self.target_kl is not None and not self.target_kl > 0.0:
+            raise AgentError(f"PPOConfig.target_kl must be > 0 or None, got {self.target_kl}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python form (``hidden_sizes`` as a list) for snapshots and logs."""
+        plain = dataclasses.asdict(self)
+        plain["hidden_sizes"] = list(self.hidden_sizes)
+        return plain
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> PPOConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are an error (a snapshot from another version)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise AgentError(f"PPOConfig has no field(s) {unknown}; known: {sorted(known)}")
+        plain = dict(values)
+        if "hidden_sizes" in plain:
+            plain["hidden_sizes"] = tuple(int(h) for h in plain["hidden_sizes"])
+        return cls(**plain)
+
+
+PPOConfig.__module__ = "podracer.ppo"
+"""Its public home: stored run and leaderboard records name it ``podracer.ppo:PPOConfig``, as they did
+before it moved here, so runs written earlier still resume."""
+
+
+def learning_rate_at(config: PPOConfig, env_steps: int) -> float:
+    """Learning rate for a round that starts after ``env_steps`` env steps of training.
+
+    ``constant``: ``learning_rate``. ``linear``: ``learning_rate * max(0, 1 - env_steps / total_env_steps)``.
+    """
+    if config.lr_schedule == "constant":
+        return config.learning_rate
+    remaining = max(0.0, 1.0 - env_steps / config.total_env_steps)
+    return config.learning_rate * remaining
+
+
+def check_round_size(batch: int, num_minibatches: int) -> None:
+    """Refuse a round of ``batch`` transitions too small for ``num_minibatches`` minibatches.
+
+    Raises:
+        AgentError: fewer than :data:`MIN_MINIBATCH_SIZE` transitions per minibatch.
+    """
+    if batch < MIN_MINIBATCH_SIZE * num_minibatches:
+        raise AgentError(
+            f"a round of {batch} transitions cannot fill {num_minibatches} minibatches of at least "
+            f"{MIN_MINIBATCH_SIZE}; raise rollout_steps or num_envs, or lower num_minibatches"
+        )
+
+
+__all__ = [
+    "MIN_MINIBATCH_SIZE",
+    "POLICY_KINDS",
+    "AgentError",
+    "LrSchedule",
+    "PPOConfig",
+    "PolicyKind",
+    "check_round_size",
+    "learning_rate_at",
+]

@@ -28,7 +28,7 @@ import torch
 from finpod.backtest.pyfolio_format import ledger_to_result
 from finpod.backtest.runner import run_policy
 from finpod.data.panel import Panel
-from finpod.data.synth import SignalSpec
+from finpod.data.signals import SignalSpec
 from finpod.env.config import EnvConfig
 from finpod.errors import SpecError
 from podracer.api import Policy

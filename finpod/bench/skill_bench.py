@@ -36,7 +36,8 @@ import torch
 
 from finpod.bench.skill_names import CONTENDERS, HYPER_SETS
 from finpod.data.panel import Panel
-from finpod.data.synth import SignalSpec, symbol_names, synth_market
+from finpod.data.signals import SignalSpec
+from finpod.data.synth import symbol_names, synth_market
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError

@@ -7,7 +7,8 @@ import torch
 
 from finpod.data.panel import Panel
 from finpod.data.panel_builder import build_panel
-from finpod.data.synth import SignalSpec, synth_market
+from finpod.data.signals import SignalSpec
+from finpod.data.synth import synth_market
 from finpod.env.config import EnvConfig
 from finpod.errors import SpecError
 from finpod.oracle import equal_weight_policy, oracle_policy, segment_sharpe, share_captured

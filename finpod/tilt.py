@@ -19,6 +19,7 @@ trading in its own env of ONE batched pass (same fills, costs and env band as ev
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -41,12 +42,17 @@ ScoreFn = Callable[[torch.Tensor], torch.Tensor]
 """Observations ``(N, D)`` -> per-asset scores ``(N, M)`` (higher: a better next-bar return)."""
 STD_FLOOR: Final[float] = 1e-12
 """Scores whose cross-sectional std is below this are flat: ``z = 0``."""
-TILTS: Final[tuple[float, ...]] = (0.0, 0.5, 1.0, 2.0, 4.0)
+TILTS: Final[tuple[float, ...]] = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 """The grid's weight tilts per cross-sectional standard deviation of the score."""
-TOP_FRACTIONS: Final[tuple[float, ...]] = (1.0, 0.5, 0.25)
+TOP_FRACTIONS: Final[tuple[float, ...]] = (1.0, 0.5, 0.25, 0.1)
 """The grid's concentrations: the share of names held."""
 BANDS_PER_EQUAL_WEIGHT: Final[tuple[float, ...]] = (0.0, 0.25, 1.0)
 """The grid's no-trade bands, in units of the equal weight ``1 / M``."""
+FIT_MAX_BARS: Final[int] = 20_000
+"""The family is fitted on at most the segment's last this many bars (about 51 minute sessions, or
+all of any daily segment), so a fit on years of minute bars takes seconds, not minutes."""
+FIT_WINDOW: Final[str] = "fit_window"
+"""The name of the fitted window as an extra segment of the panel."""
 FIT_SEED: Final[int] = 0
 """The fit's env is deterministic (no random start); the seed only satisfies the env's signature."""
 FAMILY: Final[str] = (
@@ -218,7 +224,8 @@ def fit_tilt(
     device: torch.device,
     grid: Sequence[TiltParams] | None = None,
 ) -> TiltFit:
-    """The grid member with the highest Sharpe over ``segment``, all members in one batched env pass.
+    """The grid member with the highest Sharpe over ``segment`` (its last :data:`FIT_MAX_BARS` bars),
+    all members in one batched env pass.
 
     Args:
         panel: the market (must hold ``segment``).
@@ -237,8 +244,12 @@ def fit_tilt(
             "set env.action_mode = 'weights'"
         )
     members = default_grid(panel.num_assets) if grid is None else list(grid)
+    start, stop = panel.segment(segment)
+    window = dataclasses.replace(
+        panel, segments={**panel.segments, FIT_WINDOW: (max(start, stop - FIT_MAX_BARS), stop)}
+    )
     sharpes = batch_sharpes(
-        panel, segment, config, tilt_policy(panel, score_fn, members), len(members), device
+        window, FIT_WINDOW, config, tilt_policy(window, score_fn, members), len(members), device
     )
     best = int(np.argmax(sharpes))
     return TiltFit(members[best], float(sharpes[best]), segment, len(members))

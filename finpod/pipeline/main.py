@@ -37,6 +37,7 @@ from finpod.consoles import text_console
 from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
+from finpod.linear_baseline import linear_baseline
 from finpod.matmul_precision import cuda_matmul_precision
 from finpod.paths import default_data_root
 from finpod.pipeline.backend import pod_backend
@@ -192,10 +193,15 @@ def run(
         run_dir.set_status("backtesting")
         factory = agent_factory(_probe(spec, panel, device), device)
         policies = select(spec, leaderboard, factory)
-        validation = run_backtest(panel, "validation", env_config(spec, random_start=False), policies, device)
+        settings = env_config(spec, random_start=False)
+        linear, linear_fit, linear_note = linear_baseline(panel, settings, device)  # train + validation only
+        validation = run_backtest(panel, "validation", settings, policies, device, baselines=linear)
         del panel
         full = backtest_panel(spec, bars, symbols, str(device))
-        backtest = run_backtest(full, "backtest", env_config(spec, random_start=False), policies, device)
+        backtest = run_backtest(full, "backtest", settings, policies, device, baselines=linear)
+        if linear_note:
+            validation.notes.append(linear_note)
+            backtest.notes.append(linear_note)
         record_backtest_threads(run_dir, validation, backtest)
         if warning:
             validation.notes.append(warning.removeprefix("warning: ").capitalize())
@@ -210,6 +216,7 @@ def run(
             leaderboard_entries=entries,
             run_info={**run_dir.read_info(), "status": "done"},  # what the page describes: a finished run
             render=report,
+            linear_baseline=linear_fit,
         )
         run_dir.record_integrity()
         run_dir.set_status("done")

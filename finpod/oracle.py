@@ -46,6 +46,8 @@ ORACLE_SEGMENT: Final[str] = "train"
 """The oracle's family parameters are fitted here, never on validation or backtest bars."""
 STD_FLOOR: Final[float] = 1e-12
 """A flat cross-section has z-score 0."""
+EQUAL_WEIGHT_MEMBER: Final[TiltParams] = TiltParams(tilt=0.0, top_fraction=1.0, band=0.0)
+"""Without a signal the oracle is equal weight (a concentration would pick names at random)."""
 
 
 def _check_weights_mode(config: EnvConfig) -> None:
@@ -160,7 +162,8 @@ def fit_oracle(panel: Panel, signal: SignalSpec, config: EnvConfig, device: torc
     """
     _check_weights_mode(config)
     scores = signal_scores(panel, signal)
-    fit = fit_tilt(panel, ORACLE_SEGMENT, config, scores, device)
+    grid = None if signal.active else [EQUAL_WEIGHT_MEMBER]
+    fit = fit_tilt(panel, ORACLE_SEGMENT, config, scores, device, grid)
     return OracleFit(signal, fit, tilt_policy(panel, scores, fit.params))
 
 

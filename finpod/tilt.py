@@ -46,8 +46,10 @@ TILTS: Final[tuple[float, ...]] = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 """The grid's weight tilts per cross-sectional standard deviation of the score."""
 TOP_FRACTIONS: Final[tuple[float, ...]] = (1.0, 0.5, 0.25, 0.1)
 """The grid's concentrations: the share of names held."""
-BANDS_PER_EQUAL_WEIGHT: Final[tuple[float, ...]] = (0.0, 0.25, 1.0)
-"""The grid's no-trade bands, in units of the equal weight ``1 / M``."""
+BANDS_PER_EQUAL_WEIGHT: Final[tuple[float, ...]] = (0.0, 0.25, 0.5, 0.75)
+"""The grid's no-trade bands, in units of the equal weight ``1 / M``; all below one equal weight, or
+a member starting from cash would never buy an equal-weight target (its first trade is inside the
+band), and a cash "trader" that pays no costs could win the fit on a costly market."""
 FIT_MAX_BARS: Final[int] = 20_000
 """The family is fitted on at most the segment's last this many bars (about 51 minute sessions, or
 all of any daily segment), so a fit on years of minute bars takes seconds, not minutes."""

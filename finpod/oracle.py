@@ -46,6 +46,9 @@ ORACLE_SEGMENT: Final[str] = "train"
 """The oracle's family parameters are fitted here, never on validation or backtest bars."""
 STD_FLOOR: Final[float] = 1e-12
 """A flat cross-section has z-score 0."""
+MIN_EDGE_SHARPE: Final[float] = 1e-6
+"""An oracle edge below this (annualised Sharpe) is rounding (the null case's oracle IS equal
+weight, its weights computed another way): no share is defined."""
 EQUAL_WEIGHT_MEMBER: Final[TiltParams] = TiltParams(tilt=0.0, top_fraction=1.0, band=0.0)
 """Without a signal the oracle is equal weight (a concentration would pick names at random)."""
 
@@ -207,4 +210,4 @@ def returns_sharpe(returns: pd.Series) -> float:
 def share_captured(agent_sharpe: float, oracle_sharpe: float, equal_weight_sharpe: float) -> float:
     """``(agent - EW) / (oracle - EW)``; NaN when the oracle does not beat equal weight (no edge to share)."""
     edge = oracle_sharpe - equal_weight_sharpe
-    return (agent_sharpe - equal_weight_sharpe) / edge if edge > 0.0 else math.nan
+    return (agent_sharpe - equal_weight_sharpe) / edge if edge > MIN_EDGE_SHARPE else math.nan

@@ -233,8 +233,9 @@ class ContenderResult:
         num_trials: validation scores the contender computed (the DSR's trials).
         env_steps: env steps trained.
         seconds: wall seconds (training, validation and selection; the curve's passes excluded).
-        curve: ``[env_steps, seconds, held-out share]`` of the best-on-validation policy each time
-            the contender's best validation score improved (see the module docstring).
+        curve: ``[env_steps, seconds, held-out share, held-out Sharpe - equal weight's]`` of the
+            best-on-validation policy each time the contender's best validation score improved (see
+            the module docstring; the share is NaN on a market without an edge).
     """
 
     sharpe: dict[str, float]
@@ -367,7 +368,8 @@ class _Problem:
             seconds, start = self.seconds, time.perf_counter()
             sharpe = returns_sharpe(self.held_out(policy))
             share = share_captured(sharpe, self.oracle_sharpe, self.equal_weight_sharpe)
-            self.curve.append([float(len(self.trials) * self.steps_per_score), seconds, share])
+            steps = float(len(self.trials) * self.steps_per_score)
+            self.curve.append([steps, seconds, share, sharpe - self.equal_weight_sharpe])
             self.excluded_seconds += time.perf_counter() - start
         return score
 

@@ -20,6 +20,10 @@ SEED_LINE_WIDTH: Final[float] = 1.0
 SEED_ALPHA: Final[float] = 0.6
 AXES: Final[tuple[tuple[int, str], ...]] = ((0, "env steps"), (1, "wall seconds"))
 """Curve column and x-axis label of the two panels of a case's row."""
+SHARE: Final[int] = 2
+"""The curve column of the held-out share of the oracle's edge."""
+EXCESS: Final[int] = 3
+"""The curve column of the held-out Sharpe minus equal weight's (plotted where there is no edge)."""
 
 
 def plot_curves(results: list[SeedResult], path: Path) -> Path:
@@ -27,7 +31,7 @@ def plot_curves(results: list[SeedResult], path: Path) -> Path:
 
     Each contender has one colour and one step line per seed (the share of the policy selection
     would pick at that point); the linear baseline's median share is a dashed line, the oracle is 1
-    and equal weight 0.
+    and equal weight 0. A case without an edge (the null cases) shows Sharpe minus equal weight's.
 
     Args:
         results: what :func:`finpod.bench.skill_bench.run_seed` returned, any cases and seeds.
@@ -44,16 +48,20 @@ def plot_curves(results: list[SeedResult], path: Path) -> Path:
     )
     for row, case in enumerate(cases):
         rows = [r for r in results if r.case == case]
-        linear = sorted(r.linear_share for r in rows if math.isfinite(r.linear_share))
+        has_edge = any(math.isfinite(r.linear_share) for r in rows)  # finite: the oracle beat EW
+        y_column = SHARE if has_edge else EXCESS
+        y_label = "share of the oracle's edge" if has_edge else "Sharpe - equal weight"
+        reference = [r.linear_share if has_edge else r.linear_sharpe - r.equal_weight_sharpe for r in rows]
+        linear = sorted(value for value in reference if math.isfinite(value))
         for column, label in AXES:
             ax = axes[row][column]
             for key in keys:
                 for index, result in enumerate(r for r in rows if key in r.contenders):
-                    curve = [point for point in result.contenders[key].curve if math.isfinite(point[2])]
+                    curve = [p for p in result.contenders[key].curve if math.isfinite(p[y_column])]
                     if curve:
                         ax.step(
                             [point[column] for point in curve],
-                            [point[2] for point in curve],
+                            [point[y_column] for point in curve],
                             where="post",
                             color=colours[key],
                             alpha=SEED_ALPHA,
@@ -62,10 +70,11 @@ def plot_curves(results: list[SeedResult], path: Path) -> Path:
                         )
             if linear:
                 ax.axhline(linear[len(linear) // 2], color="black", linestyle="--", label="linear (median)")
-            ax.axhline(1.0, color="grey", linewidth=0.8)
+            if has_edge:
+                ax.axhline(1.0, color="grey", linewidth=0.8)
             ax.axhline(0.0, color="grey", linewidth=0.8)
             ax.set_xlabel(label)
-            ax.set_ylabel("share of the oracle's edge")
+            ax.set_ylabel(y_label)
             ax.set_title(f"{case} ({len(rows)} seeds)")
             ax.legend(fontsize="small")
     figure.tight_layout()

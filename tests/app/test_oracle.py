@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -80,6 +81,7 @@ def test_oracle_tilts_toward_the_names_the_signal_favours() -> None:
 def test_share_captured_and_bad_family_parameters() -> None:
     assert share_captured(1.5, 2.0, 1.0) == pytest.approx(0.5)
     assert share_captured(1.5, 1.0, 1.0) != share_captured(1.5, 1.0, 1.0)  # NaN: no edge to share
+    assert math.isnan(share_captured(1.5, 1.0 + 1e-9, 1.0))  # a rounding-sized edge is no edge
     with pytest.raises(SpecError, match="tilt -1"):
         TiltParams(tilt=-1.0)
     with pytest.raises(SpecError, match="top_fraction 0"):

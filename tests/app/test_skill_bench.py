@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from clirun import run_cli
 from finpod.bench.skill_bench import CASES, ContenderResult, SeedResult, bench_spec, run_seed, summarise
 from finpod.bench.skill_names import CASE_NAMES
+from finpod.bench.skill_plot import plot_curves
 from finpod.errors import SpecError
 from finpod.spec import TournamentSpec
 
@@ -65,6 +67,8 @@ def test_a_seed_records_oracle_fit_linear_share_and_a_learning_curve() -> None:
     steps = [point[0] for point in single.curve]
     assert steps == sorted(steps)
     assert all(math.isfinite(point[2]) for point in single.curve)
+    equal = found.equal_weight_sharpe
+    assert single.curve[-1][3] == pytest.approx(single.curve[-1][2] * (found.oracle_sharpe - equal))
     summary = summarise([found])[case.name]
     assert summary["linear_share"] == pytest.approx(found.linear_share)
 
@@ -108,3 +112,17 @@ def test_bad_flags_are_one_line_errors(args: tuple[str, ...], message: str) -> N
     assert result.exit_code == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_learning_curves_plot_shares_and_a_null_case_s_excess_sharpe(tmp_path: Path) -> None:
+    curve = [[512.0, 3.0, 0.2, 0.1], [1024.0, 6.0, 0.6, 0.3]]
+    edge = ContenderResult(
+        sharpe={"best": 1.3}, share={"best": 0.6}, dsr={"best": 0.9}, num_trials=2, env_steps=1024,
+        seconds=6.0, curve=curve,
+    )  # fmt: skip
+    results = [
+        SeedResult("daily20-reversal-ic05-5bp", 0, 1.5, 1.0, {"good/single": edge}, 1.2, 0.4),
+        SeedResult("daily20-none-5bp", 0, 1.0, 1.0, {"good/single": edge}, 0.9, math.nan),
+    ]
+    written = plot_curves(results, tmp_path / "plots" / "curves.png")
+    assert written.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -42,9 +42,9 @@ ScoreFn = Callable[[torch.Tensor], torch.Tensor]
 """Observations ``(N, D)`` -> per-asset scores ``(N, M)`` (higher: a better next-bar return)."""
 STD_FLOOR: Final[float] = 1e-12
 """Scores whose cross-sectional std is below this are flat: ``z = 0``."""
-TILTS: Final[tuple[float, ...]] = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
+TILTS: Final[tuple[float, ...]] = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """The grid's weight tilts per cross-sectional standard deviation of the score."""
-TOP_FRACTIONS: Final[tuple[float, ...]] = (1.0, 0.5, 0.25, 0.1)
+TOP_FRACTIONS: Final[tuple[float, ...]] = (1.0, 0.5, 0.25, 0.1, 0.05)
 """The grid's concentrations: the share of names held."""
 BANDS_PER_EQUAL_WEIGHT: Final[tuple[float, ...]] = (0.0, 0.25, 0.5, 0.75)
 """The grid's no-trade bands, in units of the equal weight ``1 / M``; all below one equal weight, or

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import Final
 
@@ -52,13 +53,15 @@ def plot_curves(results: list[SeedResult], path: Path) -> Path:
         y_column = SHARE if has_edge else EXCESS
         y_label = "share of the oracle's edge" if has_edge else "Sharpe - equal weight"
         reference = [r.linear_share if has_edge else r.linear_sharpe - r.equal_weight_sharpe for r in rows]
-        linear = sorted(value for value in reference if math.isfinite(value))
+        linear = [value for value in reference if math.isfinite(value)]
         for column, label in AXES:
             ax = axes[row][column]
             for key in keys:
                 for index, result in enumerate(r for r in rows if key in r.contenders):
-                    curve = [p for p in result.contenders[key].curve if math.isfinite(p[y_column])]
-                    if curve:
+                    contender = result.contenders[key]
+                    curve = [p for p in contender.curve if math.isfinite(p[y_column])]
+                    if curve:  # the last selection holds until training ends
+                        curve.append([float(contender.env_steps), contender.seconds, *curve[-1][SHARE:]])
                         ax.step(
                             [point[column] for point in curve],
                             [point[y_column] for point in curve],
@@ -69,7 +72,7 @@ def plot_curves(results: list[SeedResult], path: Path) -> Path:
                             label=key if index == 0 else None,
                         )
             if linear:
-                ax.axhline(linear[len(linear) // 2], color="black", linestyle="--", label="linear (median)")
+                ax.axhline(statistics.median(linear), color="black", linestyle="--", label="linear (median)")
             if has_edge:
                 ax.axhline(1.0, color="grey", linewidth=0.8)
             ax.axhline(0.0, color="grey", linewidth=0.8)

@@ -1,25 +1,23 @@
-"""The oracle: a policy that knows the synthetic market's planted signal, traded through the same env.
+"""The oracle: the best policy of a stated family that knows the planted signal, fitted through the env.
 
-The planted signal (:mod:`finpod.data.synth`) makes bar ``t + 1``'s open-to-close log return of symbol
-``m`` carry ``rho * d[t, m]``, with ``d[t, m]`` the symbol's bar-``t`` return minus the cross-sectional
-mean. ``d`` is visible in the observation: the feature ``logret_1`` minus its cross-sectional mean, up
-to one positive scale (train normalisation is one affine map per feature for all symbols). The oracle
-knows ``rho`` and reads exactly that: with ``z[m] = sign(rho) * (x[m] - mean x) / std x`` (``x`` the
-normalised ``logret_1`` of the ``M`` assets at bar ``t``), its target weights are
-
-    ``w[m] = max(0, 1 + tilt * z[m]) / sum_j max(0, 1 + tilt * z[j])``, no cash,
-
-a long-only tilt of equal weight toward the names the signal favours (:data:`ORACLE_TILT`; ``tilt = 0``
-is equal weight). It ignores the drift alpha (invisible to an agent) and the costs. Its Sharpe minus
-equal weight's (both through the same env: same fills, costs and band) is the *available edge* a
-benchmark divides by: an agent's share captured is ``(agent - EW) / (oracle - EW)``. The oracle is a
-strong reference, not the optimum: an agent may score above it (a share > 1).
+Every kind of planted signal (:mod:`finpod.data.signals`) has a predictor that is a causal function of
+the observation's features: ``logret_1``, ``logret_5``, ``logret_60`` and ``volume_z_30``, read back in
+raw units through the panel's train normalisation statistics (an affine map per feature; clipped
+cells stay clipped). The oracle's scores are exactly that predictor (:func:`signal_scores`); it trades
+them with the tilt family of :mod:`finpod.tilt` (tilt strength, concentration on the top names, a
+no-trade band), its parameters chosen on the TRAIN segment through the same env with the same costs
+(:func:`fit_oracle`: every grid member in one batched env pass). So it is a ceiling for a policy of
+that family that knows the model; its Sharpe minus equal weight's (both through the same env) is the
+*available edge*, and an agent's share captured is ``(agent - EW) / (oracle - EW)``. A share above 1
+is possible (a richer policy, or the fit's train/held-out difference) and rare. The oracle ignores the
+drift alpha (invisible to an agent).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 import empyrical as ep
 import pandas as pd
@@ -28,17 +26,31 @@ import torch
 from finpod.backtest.pyfolio_format import ledger_to_result
 from finpod.backtest.runner import run_policy
 from finpod.data.panel import Panel
-from finpod.data.synth import SignalSpec
+from finpod.data.signals import (
+    LONG_HORIZON_BARS,
+    SHORT_HORIZON_BARS,
+    VOLUME_PIVOT_SIGMAS,
+    VOLUME_WINDOW_BARS,
+    SignalSpec,
+)
 from finpod.env.config import EnvConfig
 from finpod.errors import SpecError
+from finpod.tilt import ScoreFn, TiltFit, TiltParams, fit_tilt, tilt_policy
 from podracer.api import Policy
 
-ORACLE_TILT: Final[float] = 1.0
-"""Weight tilt per cross-sectional standard deviation of the signal (``w ∝ max(0, 1 + tilt z)``)."""
-SIGNAL_FEATURE: Final[str] = "logret_1"
-"""The feature that carries the planted signal."""
-STD_FLOOR: Final[float] = 1e-6
-"""A flat cross-section (every ``x`` equal) gets ``z = 0``: equal weight."""
+ONE_BAR: Final[str] = "logret_1"
+SHORT: Final[str] = f"logret_{SHORT_HORIZON_BARS}"
+LONG: Final[str] = f"logret_{LONG_HORIZON_BARS}"
+VOLUME: Final[str] = f"volume_z_{VOLUME_WINDOW_BARS}"
+ORACLE_SEGMENT: Final[str] = "train"
+"""The oracle's family parameters are fitted here, never on validation or backtest bars."""
+STD_FLOOR: Final[float] = 1e-12
+"""A flat cross-section has z-score 0."""
+MIN_EDGE_SHARPE: Final[float] = 1e-6
+"""An oracle edge below this (annualised Sharpe) is rounding (the null case's oracle IS equal
+weight, its weights computed another way): no share is defined."""
+EQUAL_WEIGHT_MEMBER: Final[TiltParams] = TiltParams(tilt=0.0, top_fraction=1.0, band=0.0)
+"""Without a signal the oracle is equal weight (a concentration would pick names at random)."""
 
 
 def _check_weights_mode(config: EnvConfig) -> None:
@@ -49,39 +61,113 @@ def _check_weights_mode(config: EnvConfig) -> None:
         )
 
 
-def oracle_policy(panel: Panel, signal: SignalSpec, tilt: float = ORACLE_TILT) -> Policy:
+def _zs(values: torch.Tensor) -> torch.Tensor:
+    """Cross-sectional z-score along dim 1 (0 where flat)."""
+    centred = values - values.mean(dim=1, keepdim=True)
+    spread = centred.square().mean(dim=1, keepdim=True).sqrt()
+    return torch.where(spread > STD_FLOOR, centred / spread.clamp_min(STD_FLOOR), 0.0)
+
+
+def signal_scores(panel: Panel, signal: SignalSpec) -> ScoreFn:
+    """The planted signal's true predictor read from observations: ``(N, D) -> (N, M)``.
+
+    Args:
+        panel: the market the env trades (its features and train normalisation statistics).
+        signal: the planted signal (kind; the strength does not change the ranking).
+
+    Raises:
+        SpecError: the panel lacks a feature the kind needs, or its normalisation statistics.
+    """
+    num_assets, num_features = panel.num_assets, panel.num_features
+    if not signal.active:
+        return lambda obs: torch.zeros((obs.shape[0], num_assets), dtype=obs.dtype, device=obs.device)
+    needed = {ONE_BAR} | ({SHORT} if signal.kind in ("reversal_5", "nonlinear") else set())
+    needed |= {LONG} if signal.kind == "momentum_60" else set()
+    needed |= {VOLUME} if signal.kind == "volume" else set()
+    missing = sorted(needed - set(panel.feature_names))
+    if missing:
+        raise SpecError(f"the panel has no {missing[0]} feature; build it with finpod's features")
+    if panel.feature_stats is None:
+        raise SpecError("the panel has no feature statistics; build it with finpod's features")
+    index = {name: panel.feature_names.index(name) for name in needed}
+    mean = {name: float(panel.feature_stats.mean[i]) for name, i in index.items()}
+    std = {name: float(panel.feature_stats.std[i]) for name, i in index.items()}
+    kind = signal.kind
+
+    def raw(obs: torch.Tensor, name: str) -> torch.Tensor:
+        cells = obs[:, : num_assets * num_features].view(-1, num_assets, num_features)
+        return cells[:, :, index[name]] * std[name] + mean[name]
+
+    def scores(obs: torch.Tensor) -> torch.Tensor:
+        one = raw(obs, ONE_BAR)
+        if kind in ("reversal", "momentum"):
+            return -one if kind == "reversal" else one
+        if kind == "reversal_5":
+            return -raw(obs, SHORT)
+        if kind == "momentum_60":
+            return raw(obs, LONG)
+        demeaned = one - one.mean(dim=1, keepdim=True)
+        if kind == "volume":
+            return demeaned * (raw(obs, VOLUME) - VOLUME_PIVOT_SIGMAS)
+        before = raw(obs, SHORT) - one
+        return _zs(demeaned) * _zs(before)
+
+    return scores
+
+
+def oracle_policy(panel: Panel, signal: SignalSpec, params: TiltParams | None = None) -> Policy:
     """The oracle's deterministic policy for ``panel``'s env (``weights`` action mode).
 
     Args:
-        panel: the market the env trades (its features name ``logret_1``).
-        signal: the planted signal's true parameters (``rho``'s sign is all the oracle needs).
-        tilt: weight tilt per standard deviation of the signal (>= 0).
+        panel: the market the env trades.
+        signal: the planted signal's true kind.
+        params: the family member (default: tilt 1 on every name, no band); :func:`fit_oracle`
+            chooses it on train.
 
     Returns:
         ``obs (N, D) -> actions (N, M + 1)`` over ``[cash, asset_1 .. asset_M]``; equal weight when
         the signal is ``none``.
-
-    Raises:
-        SpecError: the panel has no ``logret_1`` feature, or ``tilt`` is negative.
     """
-    if SIGNAL_FEATURE not in panel.feature_names:
-        raise SpecError(f"the panel has no {SIGNAL_FEATURE} feature; build it with finpod's features")
-    if not (math.isfinite(tilt) and tilt >= 0.0):
-        raise SpecError(f"oracle tilt {tilt}: must be a finite number >= 0, e.g. {ORACLE_TILT}")
-    feature = panel.feature_names.index(SIGNAL_FEATURE)
-    num_assets, num_features = panel.num_assets, panel.num_features
-    sign = math.copysign(1.0, signal.rho) if signal.rho != 0.0 else 0.0
+    return tilt_policy(panel, signal_scores(panel, signal), params or TiltParams())
 
-    def act(obs: torch.Tensor) -> torch.Tensor:
-        x = obs[:, : num_assets * num_features].view(-1, num_assets, num_features)[:, :, feature]
-        centred = x - x.mean(dim=1, keepdim=True)
-        spread = centred.square().mean(dim=1, keepdim=True).sqrt()
-        z = torch.where(spread > STD_FLOOR, centred / spread.clamp_min(STD_FLOOR), 0.0)
-        scores = (1.0 + sign * tilt * z).clamp_min(0.0)
-        weights = scores / scores.sum(dim=1, keepdim=True)
-        return torch.cat([torch.zeros_like(weights[:, :1]), weights], dim=1)
 
-    return act
+@dataclass(frozen=True)
+class OracleFit:
+    """The oracle of one market: the signal it knows, its family member fitted on train, its policy.
+
+    Attributes:
+        signal: the planted signal.
+        fit: the tilt family's member chosen on the train segment (and its train Sharpe).
+        policy: the deterministic policy with that member.
+    """
+
+    signal: SignalSpec
+    fit: TiltFit
+    policy: Policy
+
+    def to_json(self) -> dict[str, Any]:
+        """Kind, strength, family and fitted parameters as plain values."""
+        return {
+            "kind": self.signal.kind,
+            "information_coefficient": self.signal.strength,
+            **self.fit.to_json(),
+        }
+
+
+def fit_oracle(panel: Panel, signal: SignalSpec, config: EnvConfig, device: torch.device) -> OracleFit:
+    """The oracle with its family member chosen on the TRAIN segment through the env with costs.
+
+    Args:
+        panel: the market (must hold the train segment; its other segments are not read).
+        signal: the planted signal's true kind.
+        config: the traders' env settings (``weights`` mode; fee, spread, caps, band).
+        device: where the env runs.
+    """
+    _check_weights_mode(config)
+    scores = signal_scores(panel, signal)
+    grid = None if signal.active else [EQUAL_WEIGHT_MEMBER]
+    fit = fit_tilt(panel, ORACLE_SEGMENT, config, scores, device, grid)
+    return OracleFit(signal, fit, tilt_policy(panel, scores, fit.params))
 
 
 def equal_weight_policy(num_assets: int) -> Policy:
@@ -124,4 +210,4 @@ def returns_sharpe(returns: pd.Series) -> float:
 def share_captured(agent_sharpe: float, oracle_sharpe: float, equal_weight_sharpe: float) -> float:
     """``(agent - EW) / (oracle - EW)``; NaN when the oracle does not beat equal weight (no edge to share)."""
     edge = oracle_sharpe - equal_weight_sharpe
-    return (agent_sharpe - equal_weight_sharpe) / edge if edge > 0.0 else math.nan
+    return (agent_sharpe - equal_weight_sharpe) / edge if edge > MIN_EDGE_SHARPE else math.nan

@@ -11,6 +11,7 @@ recomputed from the run's own spec and dataset.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,12 @@ from finpod.data.calendar import NS_PER_DAY, session_day_numbers
 from finpod.data.panel_builder import build_panel
 from finpod.data.store import read_dataset
 from finpod.errors import DataError, SpecError
+from finpod.linear_baseline import policy_from_json
 from finpod.pipeline.rundir import RunDir
 from finpod.pipeline.trader_inputs import trader_inputs
 from finpod.pipeline.training import env_config
+from finpod.report.verdict import LINEAR_NAME
+from finpod.report.writer import METRICS_FILE
 from finpod.spec import Spec
 from finpod.trader import load_policy
 from podracer import Leaderboard
@@ -61,7 +65,9 @@ def backtest(
 
     Returns:
         The same :class:`~finpod.backtest.result.BacktestResult` a run's ``.backtest`` is
-        (``segment = "backtest"``): traders first, then ``equal_weight``, ``market``, ``cash``.
+        (``segment = "backtest"``): traders first, then ``equal_weight``, ``linear`` (the run's
+        linear baseline with its saved coefficients and trading parameters, when it has one),
+        ``market``, ``cash``.
 
     Raises:
         SpecError: the run is still training, a bad cost key or value, or bad dates.
@@ -122,7 +128,10 @@ def backtest(
     if len(_board_lineages(folder, spec.tournament.ensemble_k)) >= 2:
         traders.append(load_policy(folder.root, "ensemble", **_policy_options(spec), device=str(where)))
     policies = {trader.name: trader.act for trader in traders}
-    return run_backtest(panel, REPLAY_SEGMENT, env_config(spec, random_start=False), policies, where)
+    fit = json.loads((folder.root / METRICS_FILE).read_text(encoding="utf-8")).get("linear_baseline")
+    linear = {} if fit is None else {LINEAR_NAME: policy_from_json(panel, fit)}
+    settings = env_config(spec, random_start=False)
+    return run_backtest(panel, REPLAY_SEGMENT, settings, policies, where, baselines=linear)
 
 
 def _with_costs(spec: Spec, costs: Mapping[str, float]) -> Spec:

@@ -19,7 +19,8 @@ import time
 
 import torch
 
-from finpod.bench.skill_bench import CASES, bench_spec, with_overrides
+from finpod.bench.skill_bench import CASES, bench_spec
+from finpod.data.signals import SignalSpec
 from finpod.data.synth import symbol_names, synth_market
 from finpod.env.trading_env import TradingEnv
 from finpod.pipeline.inputs import selection_panel
@@ -29,7 +30,7 @@ from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, base_agent_co
 def main() -> None:
     """Parse the flags, alternate the agents' rounds, print seconds per round and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", default="daily20", choices=sorted(CASES))
+    parser.add_argument("--case", default="daily20-reversal-ic05-5bp", choices=sorted(CASES))
     parser.add_argument("--signal-strength", type=float, default=0.05)
     parser.add_argument("--coef", type=float, action="append", required=True, help="h_term_coef > 0")
     parser.add_argument("--rounds", type=int, default=40, help="timed rounds per setting")
@@ -37,7 +38,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    case = with_overrides(CASES[args.case], args.signal_strength, None)
+    case = dataclasses.replace(
+        CASES[args.case], signal=SignalSpec(CASES[args.case].signal.kind, args.signal_strength)
+    )
     spec = bench_spec(case, args.seed, "good")
     bars = synth_market(
         case.n_symbols,

@@ -202,6 +202,7 @@ def run_backtest(
     policies: Mapping[str, Policy],
     device: torch.device,
     ahead: bool = True,
+    baselines: Mapping[str, Policy] | None = None,
 ) -> BacktestResult:
     """Every trader in ``policies`` plus the baselines over one segment.
 
@@ -214,10 +215,13 @@ def run_backtest(
             they trade in one batched env pass (:func:`run_policies`).
         device: where the env and policies run.
         ahead: let the traders that can run ahead do so (:func:`run_policies`).
+        baselines: baselines that are policies (the linear baseline, :mod:`finpod.linear_baseline`),
+            name -> deterministic policy; they step through the same env in a pass of their own
+            (so the traders' pass is the same with or without them).
 
     Returns:
-        Traders first (in ``policies`` order), then ``equal_weight``, ``market`` (when the panel
-        has a benchmark) and ``cash``.
+        Traders first (in ``policies`` order), then ``equal_weight``, the policy ``baselines``,
+        ``market`` (when the panel has a benchmark) and ``cash``.
     """
     cash_usd = config.initial_cash_usd
     results: dict[str, TraderResult] = {}
@@ -226,12 +230,17 @@ def run_backtest(
     ledgers = run_policies(panel, segment, config, traders, device, threads_used, ahead) if policies else []
     for name, ledger in zip(policies, ledgers, strict=True):
         results[name] = ledger_to_result(name, "trader", panel, ledger, cash_usd)
-    baselines: dict[str, Ledger | None] = {
+    policy_baselines = dict(baselines or {})
+    traded = (
+        step_policies(panel, segment, config, list(policy_baselines.values()), device) if baselines else []
+    )
+    ledgers_of: dict[str, Ledger | None] = {
         "equal_weight": equal_weight_ledger(panel, segment, config, device),
+        **dict(zip(policy_baselines, traded, strict=True)),
         "market": market_ledger(panel, segment, config, device),
         "cash": cash_ledger(panel, segment, config, device),
     }
-    for name, baseline in baselines.items():
+    for name, baseline in ledgers_of.items():
         if baseline is not None:
             results[name] = ledger_to_result(name, "baseline", panel, baseline, cash_usd)
     notes = (

@@ -1,23 +1,32 @@
 """``finpod bench skill``: do trained traders find a planted edge? Scored on held-out bars, over seeds.
 
-Each case is a synthetic market with a planted signal of known strength (:mod:`finpod.data.synth`;
-the drift alpha is off, so the planted signal is the only edge) split into train, validation and a
-held-out backtest segment. Per seed (market seed = agent seed = tournament seed), every contender
-trains on the train segment with the same env-step budget and is selected on validation only:
+Each case is a synthetic market with a planted signal of a stated kind and information coefficient
+(:mod:`finpod.data.signals`; the drift alpha is off, so the planted signal is the only edge) split
+into train, validation and a held-out backtest segment (case names: :mod:`finpod.bench.skill_names`).
+Per seed (market seed = agent seed = tournament seed), every contender trains on the train segment
+with the same env-step budget and is selected on validation only:
 
-* ``tournament``: the podracer tournament of the spec (pool of :data:`POOL_SIZE`, its schedule),
-  scored as its best leaderboard entry (``best``) and its top-k ensemble (``ensemble``);
+* ``tournament``: the podracer tournament of the spec (its pool, schedule and search space), scored
+  as its best leaderboard entry (``best``) and its top-k ensemble (``ensemble``);
 * ``single``: one pod with the whole budget, its best validation checkpoint kept;
 * ``best_of_4``: :data:`POOL_SIZE` independent pods with a quarter of the budget each, the best on
   validation kept;
 
-each from the bench's hyper-parameters (``good``: :data:`GOOD_AGENT`) and from a deliberately poor
-set (``poor``: learning rate x10 and gamma 0.9). The tournament searches :data:`SEARCH_SPACE` (its
-``perturb_bounds``, which hold both starts) with resampling (:data:`RESAMPLE_PROB`); the other
-contenders keep their start's hyper-parameters. The oracle (:mod:`finpod.oracle`) and equal weight
-run through the same env on the same held-out bars; a trader's *share* of the oracle's edge is
-``(trader - EW) / (oracle - EW)`` in annualised Sharpe. Everything runs on the CPU with one thread
-unless ``threads`` says otherwise; nothing here reads a GPU.
+each from a hyper-parameter set: ``good`` (:data:`GOOD_AGENT`, the bench's PPO, tuned by hand on
+seed 1 of the old reversal-0.2 case), ``poor`` (learning rate x10 and gamma 0.9) or ``defaults``
+(finpod's own: the spec says nothing about ``[agent]`` and the tournament but the budget, as a user's
+silent spec). ``overrides`` (``finpod bench skill --set section.key=value``) apply to every spec, so
+the bench reruns with other training settings without code changes.
+
+References, all through the same env on the same held-out bars: equal weight; the **oracle**
+(:func:`finpod.oracle.fit_oracle`: the true predictor traded by the tilt/top-k/band family fitted on
+train, a ceiling for that family); the **linear baseline** (:mod:`finpod.linear_baseline`: ridge on
+the per-asset features, train rows only). A trader's *share* of the oracle's edge is
+``(trader - EW) / (oracle - EW)`` in annualised Sharpe. Each contender also records a learning
+curve: whenever its best validation score so far improves, the held-out share of that policy
+(what selection would pick if training stopped there) against the env steps so far (validation
+scores x env steps per score) and the wall seconds so far (the curve's own held-out passes are
+not counted). Everything runs on the CPU with one thread unless ``threads`` says otherwise.
 """
 
 from __future__ import annotations
@@ -26,21 +35,35 @@ import math
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
 import pandas as pd
 import torch
 
-from finpod.bench.skill_names import CONTENDERS, HYPER_SETS
+from finpod.bench.skill_names import (
+    CONTENDERS,
+    DAILY_KINDS,
+    DAILY_SIZES,
+    DAILY_STRENGTHS,
+    FEES_BPS,
+    HYPER_SETS,
+    MINUTE_CASE,
+    SMOKE_STRENGTH,
+    daily_case_name,
+    smoke_case_name,
+)
+from finpod.cli.overrides import apply_overrides
 from finpod.data.panel import Panel
-from finpod.data.synth import SignalSpec, symbol_names, synth_market
+from finpod.data.signals import SignalSpec
+from finpod.data.synth import symbol_names, synth_market
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
-from finpod.oracle import equal_weight_policy, oracle_policy, returns_sharpe, segment_returns, share_captured
+from finpod.linear_baseline import fit_linear_trader
+from finpod.oracle import equal_weight_policy, fit_oracle, returns_sharpe, segment_returns, share_captured
 from finpod.pipeline.inputs import backtest_panel, selection_panel
 from finpod.pipeline.main import select, tournament_config
 from finpod.pipeline.training import (
@@ -83,13 +106,16 @@ gamma 0 for an edge that pays at the next bar (a step's fee is charged in that s
 POOR_CHANGES: Final[dict[str, Any]] = {"learning_rate": 3e-2, "gamma": 0.9}
 """The deliberately poor start: learning rate 10x too high, gamma 0.9 (10-step horizon, 1-step edge)."""
 DAILY_SEGMENTS: Final[dict[str, list[str]]] = {
-    "train": ["2016-01-04", "2018-06-29"],
-    "validation": ["2018-07-02", "2019-06-28"],
-    "backtest": ["2019-07-01", "2020-12-31"],
+    "train": ["2011-01-03", "2016-12-30"],
+    "validation": ["2017-01-03", "2017-12-29"],
+    "backtest": ["2018-01-02", "2020-12-31"],
 }
-"""2.5 years to train on, one year to select on, 1.5 years held out. A half-year validation segment
-(126 sessions: a Sharpe ratio's standard error is about 1.4) let selection pick a lucky immature
-snapshot over a mature one; one year halves the variance."""
+"""Six years to train on, one year to select on, three years held out. At realistic strengths the
+oracle's held-out edge over equal weight is a fraction of a Sharpe point, while a Sharpe ratio
+measured over 1.5 years has a standard error of about 0.8: shares over 1.5 held-out years were
+noise (measured 2026-11-25, BENCHMARKS.md "Skill you can trust"); three years cut the error by
+sqrt(2), six train years give the oracle's and the ridge's fits twice the rows. A half-year
+validation segment let selection pick lucky immature snapshots; one year halves that variance."""
 MINUTE_SEGMENTS: Final[dict[str, list[str]]] = {
     "train": ["2016-01-04", "2016-02-29"],
     "validation": ["2016-03-01", "2016-03-14"],
@@ -107,12 +133,13 @@ class SkillCase:
         frequency: ``"1d"`` or ``"1min"``.
         n_days: sessions generated (they must cover the segments).
         segments: train, validation and backtest date ranges.
-        signal: the planted signal (kind and strength).
+        signal: the planted signal (kind and information coefficient).
         budget_env_steps: env steps per contender (the tournament's total, the single pod's, the sum
             of the best-of-4 pods').
         fee_rate: proportional fee per trade (fraction of notional); half-spread is 1 bp.
         horizon_bars: training episode length (bars).
         num_envs: parallel training envs per pod.
+        rebalance_band: the env's no-trade band (fraction of equity) for every trader and reference.
     """
 
     name: str
@@ -125,25 +152,72 @@ class SkillCase:
     fee_rate: float = 0.0005
     horizon_bars: int = 64
     num_envs: int = 32
+    rebalance_band: float = 0.0
 
 
-REVERSAL: Final[SignalSpec] = SignalSpec("reversal", 0.2)
 BUDGET: Final[int] = 65_536
-"""Env steps per contender and seed: one pod from the good start saturates at 20-40k steps."""
+"""Env steps per contender and seed (override with ``--set tournament.budget_env_steps=N``)."""
+DAILY_DAYS: Final[int] = 2517
+"""XNAS sessions from 2011-01-03 to 2020-12-31."""
+BPS: Final[float] = 1e-4
+"""One basis point as a fraction."""
+MINUTE_FEE_RATE: Final[float] = 0.002
+"""The reference fee, 0.2 % of traded notional."""
+MINUTE_BAND: Final[float] = 0.01
+"""The minute case's rebalance band: 1 % of equity (a fifth of an equal weight at M = 20)."""
+MINUTE_STRENGTH: Final[float] = 0.02
+SMOKE_SIGNAL: Final[SignalSpec] = SignalSpec("reversal", SMOKE_STRENGTH)
+"""The demo's strong one-bar reversal: a smoke test, about ten times a real effect."""
+MINUTE_BUDGET: Final[int] = 61_440
+
+
+def _daily_cases() -> list[SkillCase]:
+    cases = []
+    for size in DAILY_SIZES:
+        for fee in FEES_BPS:
+            for kind in (*DAILY_KINDS, "none"):
+                for strength in DAILY_STRENGTHS if kind != "none" else (0.0,):
+                    signal = SignalSpec(kind, strength)  # type: ignore[arg-type]
+                    name = daily_case_name(size, kind, strength, fee)
+                    cases.append(
+                        SkillCase(name, size, "1d", DAILY_DAYS, DAILY_SEGMENTS, signal, BUDGET, fee * BPS)
+                    )
+    return cases
+
+
 CASES: Final[dict[str, SkillCase]] = {
     case.name: case
     for case in (
-        SkillCase("daily20", 20, "1d", 1260, DAILY_SEGMENTS, REVERSAL, BUDGET),
-        SkillCase("daily100", 100, "1d", 1260, DAILY_SEGMENTS, REVERSAL, BUDGET),
-        SkillCase("daily20-none", 20, "1d", 1260, DAILY_SEGMENTS, SignalSpec(), BUDGET),
+        *_daily_cases(),
+        *(
+            SkillCase(
+                smoke_case_name(size),
+                size,
+                "1d",
+                DAILY_DAYS,
+                DAILY_SEGMENTS,
+                SignalSpec("reversal", SMOKE_STRENGTH),
+                BUDGET,
+            )
+            for size in DAILY_SIZES
+        ),
         SkillCase(
-            "minute20", 20, "1min", 84, MINUTE_SEGMENTS, REVERSAL, 61_440, fee_rate=0.0, horizon_bars=390
+            MINUTE_CASE,
+            20,
+            "1min",
+            84,
+            MINUTE_SEGMENTS,
+            SignalSpec("reversal", MINUTE_STRENGTH),
+            MINUTE_BUDGET,
+            fee_rate=MINUTE_FEE_RATE,
+            horizon_bars=390,
+            rebalance_band=MINUTE_BAND,
         ),
     )
 }
-"""The bench's cases. Daily: 3 years train, half a year validation, 1.5 years held out. Minute: two
-months train, two weeks validation, about six weeks held out, no fee (a one-minute edge cannot pay
-5 bp a trade)."""
+"""The bench's cases. Daily: 6 years train, one year validation, 3 years held out; kinds x
+information coefficients x fees x sizes, null cases and the smoke cases. Minute: two months train,
+two weeks validation, about six weeks held out, the reference 0.2 % fee and a 1 % band."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +232,10 @@ class ContenderResult:
             counting as a trial; NaN when undefined.
         num_trials: validation scores the contender computed (the DSR's trials).
         env_steps: env steps trained.
-        seconds: wall seconds (training, validation and selection).
+        seconds: wall seconds (training, validation and selection; the curve's passes excluded).
+        curve: ``[env_steps, seconds, held-out share, held-out Sharpe - equal weight's]`` of the
+            best-on-validation policy each time the contender's best validation score improved (see
+            the module docstring; the share is NaN on a market without an edge).
     """
 
     sharpe: dict[str, float]
@@ -167,6 +244,7 @@ class ContenderResult:
     num_trials: int
     env_steps: int
     seconds: float
+    curve: list[list[float]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -179,6 +257,10 @@ class SeedResult:
         oracle_sharpe: held-out Sharpe of the oracle.
         equal_weight_sharpe: held-out Sharpe of equal weight (through the env).
         contenders: ``"<hyper set>/<contender>"`` -> result.
+        linear_sharpe: held-out Sharpe of the linear baseline.
+        linear_share: its share of the oracle's edge.
+        oracle: the oracle's family and parameters fitted on train (:meth:`OracleFit.to_json`).
+        linear: the linear baseline's fit (:meth:`LinearTrader.to_json`).
     """
 
     case: str
@@ -186,46 +268,33 @@ class SeedResult:
     oracle_sharpe: float
     equal_weight_sharpe: float
     contenders: dict[str, ContenderResult]
+    linear_sharpe: float = math.nan
+    linear_share: float = math.nan
+    oracle: dict[str, Any] = field(default_factory=dict)
+    linear: dict[str, Any] = field(default_factory=dict)
 
 
-def with_overrides(case: SkillCase, signal_strength: float | None, budget_env_steps: int | None) -> SkillCase:
-    """``case`` with another planted-signal strength and/or env-step budget (``None``: the case's).
+def bench_spec(case: SkillCase, seed: int, hyper: str, overrides: Sequence[str] = ()) -> Spec:
+    """The strategy spec of ``case`` for ``seed`` with the ``good``, ``poor`` or ``defaults`` settings.
 
-    Raises:
-        SpecError: a strength for a case without a signal, a strength out of range, a budget < 1.
+    ``defaults`` leaves ``[agent]`` empty and sets only the tournament's env-step budget (finpod's
+    defaults for everything else, as a silent spec gets); ``overrides`` are ``--set`` assignments
+    (``section.key=value``) applied last, whatever the set.
     """
-    if signal_strength is not None:
-        if case.signal.kind == "none":
-            raise SpecError(f"--signal-strength: case {case.name!r} has no signal; fix: drop the flag")
-        case = replace(case, signal=SignalSpec(case.signal.kind, signal_strength))
-    if budget_env_steps is not None:
-        if budget_env_steps < 1:
-            raise SpecError(f"--budget-env-steps must be >= 1, got {budget_env_steps}")
-        case = replace(case, budget_env_steps=budget_env_steps)
-    return case
-
-
-def agent_changes_for(h_term_coef: float | None) -> dict[str, Any]:
-    """The ``[agent]`` changes of ``--h-term-coef`` (``None``: none).
-
-    Raises:
-        SpecError: a negative or non-finite coefficient.
-    """
-    if h_term_coef is None:
-        return {}
-    if not (math.isfinite(h_term_coef) and h_term_coef >= 0.0):
-        raise SpecError(f"--h-term-coef {h_term_coef}: must be >= 0 (0 = off); fix: e.g. --h-term-coef 0.125")
-    return {"h_term_coef": h_term_coef}
-
-
-def bench_spec(
-    case: SkillCase, seed: int, hyper: str, agent_changes: Mapping[str, Any] | None = None
-) -> Spec:
-    """The strategy spec of ``case`` for ``seed`` with the ``good`` or ``poor`` hyper-parameters, then
-    ``agent_changes`` (``[agent]`` fields, e.g. ``{"h_term_coef": 0.125}``) over them."""
     agent = dict(GOOD_AGENT) if hyper == "good" else {**GOOD_AGENT, **POOR_CHANGES}
-    agent.update(agent_changes or {})
-    return Spec.from_dict(
+    tournament: dict[str, Any] = {
+        "pool_size": POOL_SIZE,
+        "leaderboard_size": 2 * POOL_SIZE,
+        "budget_env_steps": case.budget_env_steps,
+        "budget_seconds": 1e9,
+        "eval_every_rounds": EVAL_EVERY_ROUNDS,
+        "ensemble_k": 3,
+        "resample_prob": RESAMPLE_PROB,
+        "perturb_bounds": SEARCH_SPACE,
+    }
+    if hyper == "defaults":
+        agent, tournament = {}, {"budget_env_steps": case.budget_env_steps}
+    spec = Spec.from_dict(
         {
             "name": f"skill-{case.name}",
             "seed": seed,
@@ -250,40 +319,58 @@ def bench_spec(
                 "reward": "excess_log_return",
                 "horizon_bars": case.horizon_bars,
                 "num_envs": case.num_envs,
+                "rebalance_band": case.rebalance_band,
             },
             "agent": agent,
-            "tournament": {
-                "pool_size": POOL_SIZE,
-                "leaderboard_size": 2 * POOL_SIZE,
-                "budget_env_steps": case.budget_env_steps,
-                "budget_seconds": 1e9,
-                "eval_every_rounds": EVAL_EVERY_ROUNDS,
-                "ensemble_k": 3,
-                "resample_prob": RESAMPLE_PROB,
-                "perturb_bounds": SEARCH_SPACE,
-            },
+            "tournament": tournament,
         }
     )
+    return apply_overrides(spec, overrides)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Problem:
-    """What every contender of one (case, seed, hyper set) shares."""
+    """What every contender of one (case, seed, hyper set) shares, and its learning curve."""
 
     spec: Spec
     selection: Panel
     full: Panel
     device: torch.device
-    trials: list[float]
+    oracle_sharpe: float
+    equal_weight_sharpe: float
+    trials: list[float] = field(default_factory=list)
     """Every validation score computed for the contender (the deflated Sharpe ratio's trials)."""
+    curve: list[list[float]] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    excluded_seconds: float = 0.0
+    """Wall seconds of the curve's held-out passes (not the contender's work)."""
 
     @property
     def eval_config(self) -> EnvConfig:
         return env_config(self.spec, random_start=False)
 
+    @property
+    def steps_per_score(self) -> int:
+        """Env steps one pod trains between two validation scores."""
+        agent = base_agent_config(self.spec)
+        return agent.rollout_steps * self.spec.env.num_envs * self.spec.tournament.eval_every_rounds
+
+    @property
+    def seconds(self) -> float:
+        """Wall seconds since the contender started, the curve's passes excluded."""
+        return time.perf_counter() - self.started - self.excluded_seconds
+
     def validate(self, policy: Policy) -> float:
         score = validation_score(self.selection, self.eval_config, policy, self.device)
+        improved = score > max(self.trials, default=-math.inf)
         self.trials.append(score)
+        if improved:
+            seconds, start = self.seconds, time.perf_counter()
+            sharpe = returns_sharpe(self.held_out(policy))
+            share = share_captured(sharpe, self.oracle_sharpe, self.equal_weight_sharpe)
+            steps = float(len(self.trials) * self.steps_per_score)
+            self.curve.append([steps, seconds, share, sharpe - self.equal_weight_sharpe])
+            self.excluded_seconds += time.perf_counter() - start
         return score
 
     def held_out(self, policy: Policy) -> pd.Series:
@@ -293,7 +380,8 @@ class _Problem:
 def _train_one(
     problem: _Problem, config: PPOConfig, seed: int, budget: int
 ) -> tuple[float, dict[str, Any], int]:
-    """One pod alone for ``budget`` env steps; ``(best validation score, its state, env steps)``."""
+    """One pod alone for ``budget`` env steps (or the tournament's wall budget); ``(best validation
+    score, its state, env steps)``."""
     probe = TradingEnv(problem.selection, TRAIN_SEGMENT, env_config(problem.spec, random_start=True), 1, 0)
     agent = agent_factory(probe, problem.device)(config, seed)
     assert isinstance(agent, PPOAgent)
@@ -307,10 +395,12 @@ def _train_one(
     )
     best_score, best_state = -math.inf, agent.state_dict()
     rounds = 0
-    while agent.env_steps < budget:
+    wall_budget = problem.spec.tournament.budget_seconds
+    while agent.env_steps < budget and problem.seconds < wall_budget:
         agent.train_round(env)
         rounds += 1
-        if rounds % problem.spec.tournament.eval_every_rounds == 0 or agent.env_steps >= budget:
+        finished = agent.env_steps >= budget or problem.seconds >= wall_budget
+        if rounds % problem.spec.tournament.eval_every_rounds == 0 or finished:
             score = problem.validate(deterministic_policy(agent))
             if score > best_score:
                 best_score, best_state = score, agent.state_dict()
@@ -376,9 +466,9 @@ def run_seed(
     contenders: Iterable[str] = CONTENDERS,
     hyper_sets: Iterable[str] = HYPER_SETS,
     on_result: Callable[[str, ContenderResult], None] | None = None,
-    agent_changes: Mapping[str, Any] | None = None,
+    overrides: Sequence[str] = (),
 ) -> SeedResult:
-    """Every requested contender of ``case`` on ``seed`` (CPU), with the oracle and equal weight.
+    """Every requested contender of ``case`` on ``seed`` (CPU), with the oracle, EW and the linear baseline.
 
     Args:
         case: the market and budget.
@@ -386,10 +476,10 @@ def run_seed(
         contenders: names from :data:`CONTENDERS`.
         hyper_sets: names from :data:`HYPER_SETS`.
         on_result: called with ``("<hyper>/<contender>", result)`` as each finishes (progress).
-        agent_changes: ``[agent]`` fields over every hyper-parameter set (see :func:`bench_spec`).
+        overrides: ``--set section.key=value`` assignments applied to every contender's spec.
     """
     device = torch.device("cpu")
-    base = bench_spec(case, seed, "good", agent_changes)
+    base = bench_spec(case, seed, "good", overrides)
     bars = synth_market(
         case.n_symbols,
         case.n_days,
@@ -402,16 +492,20 @@ def run_seed(
     symbols = symbol_names(case.n_symbols)
     selection = selection_panel(base, bars, symbols, "cpu")
     full = backtest_panel(base, bars, symbols, "cpu")
-    reference = _Problem(base, selection, full, device, [])
-    oracle = returns_sharpe(reference.held_out(oracle_policy(full, case.signal)))
+    reference = _Problem(base, selection, full, device, math.nan, math.nan)
+    oracle_fit = fit_oracle(full, case.signal, reference.eval_config, device)  # its train segment only
+    oracle = returns_sharpe(reference.held_out(oracle_fit.policy))
     equal_returns = reference.held_out(equal_weight_policy(case.n_symbols))
     equal = returns_sharpe(equal_returns)
+    linear = fit_linear_trader(selection, reference.eval_config, device)
+    linear_sharpe = returns_sharpe(reference.held_out(linear.policy))
     results: dict[str, ContenderResult] = {}
     for hyper in hyper_sets:
         for name in contenders:
-            problem = replace(reference, spec=bench_spec(case, seed, hyper, agent_changes), trials=[])
-            start = time.perf_counter()
+            spec = bench_spec(case, seed, hyper, overrides)
+            problem = _Problem(spec, selection, full, device, oracle, equal)
             policies, steps = _RUNNERS[name](problem)
+            seconds = problem.seconds
             held_out = {trader: problem.held_out(policy) for trader, policy in policies.items()}
             sharpe = {trader: returns_sharpe(returns) for trader, returns in held_out.items()}
             dsr = {
@@ -424,12 +518,23 @@ def run_seed(
                 dsr=dsr,
                 num_trials=len(problem.trials),
                 env_steps=steps,
-                seconds=time.perf_counter() - start,
+                seconds=seconds,
+                curve=problem.curve,
             )
             results[f"{hyper}/{name}"] = result
             if on_result is not None:
                 on_result(f"{hyper}/{name}", result)
-    return SeedResult(case.name, seed, oracle, equal, results)
+    return SeedResult(
+        case.name,
+        seed,
+        oracle,
+        equal,
+        results,
+        linear_sharpe=linear_sharpe,
+        linear_share=share_captured(linear_sharpe, oracle, equal),
+        oracle=oracle_fit.to_json(),
+        linear=linear.to_json(),
+    )
 
 
 def _nan_if_none(value: float | None) -> float:
@@ -465,8 +570,7 @@ def _quartiles(values: list[float]) -> list[float]:
 
 
 def summarise(results: list[SeedResult]) -> dict[str, Any]:
-    """Medians over seeds per case: oracle, equal weight; per contender: Sharpe, share (and its
-    quartiles and range over seeds), steps, seconds."""
+    """Medians over seeds per case: oracle, equal weight; per contender: Sharpe, share, steps, seconds."""
     out: dict[str, Any] = {}
     for case in dict.fromkeys(r.case for r in results):
         rows = [r for r in results if r.case == case]
@@ -474,6 +578,10 @@ def summarise(results: list[SeedResult]) -> dict[str, Any]:
             "seeds": [r.seed for r in rows],
             "oracle_sharpe": _median([r.oracle_sharpe for r in rows]),
             "equal_weight_sharpe": _median([r.equal_weight_sharpe for r in rows]),
+            "linear_sharpe": _median([r.linear_sharpe for r in rows]),
+            "linear_share": _median([r.linear_share for r in rows]),
+            "linear_share_per_seed": [r.linear_share for r in rows],
+            "oracle_params": [r.oracle.get("params") for r in rows],
             "contenders": {},
         }
         for key in dict.fromkeys(k for r in rows for k in r.contenders):
@@ -482,6 +590,7 @@ def summarise(results: list[SeedResult]) -> dict[str, Any]:
             summary["contenders"][key] = {
                 "sharpe": {t: _median([c.sharpe[t] for c in got if t in c.sharpe]) for t in traders},
                 "share": {t: _median([c.share[t] for c in got if t in c.share]) for t in traders},
+                "share_per_seed": {t: [c.share.get(t, math.nan) for c in got] for t in traders},
                 "dsr": {t: _median([c.dsr[t] for c in got if t in c.dsr]) for t in traders},
                 "dsr_max": {t: max((c.dsr[t] for c in got if t in c.dsr), default=math.nan) for t in traders},
                 "share_min_max": {

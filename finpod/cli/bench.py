@@ -240,47 +240,56 @@ def skill(
     contender: _ContenderOption = list(CONTENDERS),  # noqa: B006
     hyper: _HyperOption = list(HYPER_SETS),  # noqa: B006
     seeds: int = typer.Option(5, "--seeds", help="Seeds 0..N-1 (market, agents and tournament)."),
+    first_seed: int = typer.Option(
+        0, "--first-seed", min=0, help="Start the seeds here (tuning seeds apart)."
+    ),
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            metavar="SECTION.KEY=VALUE",
+            help="override every contender's spec (repeatable), e.g. --set tournament.budget_seconds=60",
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write the learning curves to this PNG.")
+    ] = None,
     threads: int = typer.Option(1, "--threads", help="torch CPU threads (0: torch's default)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
-    signal_strength: float | None = typer.Option(
-        None, "--signal-strength", help="Planted-signal strength (about the daily IC; realistic 0.02-0.08)."
-    ),
-    budget_env_steps: int | None = typer.Option(
-        None, "--budget-env-steps", help="Env steps per contender and seed (default: the case's)."
-    ),
-    h_term_coef: float | None = typer.Option(
-        None, "--h-term-coef", help="[agent] h_term_coef of every contender (default: the agent's, 0 = off)."
-    ),
 ) -> None:
-    """Held-out skill on planted-signal markets: oracle, equal weight, each contender's share of the edge."""
+    """Held-out skill on planted-signal markets: shares of the oracle's edge, with the linear baseline's."""
     from finpod.bench import skill_bench
 
     skill_bench.check_choices(case, contender, hyper, seeds)
-    cases = [
-        skill_bench.with_overrides(skill_bench.CASES[name], signal_strength, budget_env_steps)
-        for name in case
-    ]
-    agent_changes = skill_bench.agent_changes_for(h_term_coef)
+    settings = overrides or []
+    for name in case:  # a bad --set fails before anything trains
+        skill_bench.bench_spec(skill_bench.CASES[name], first_seed, "good", settings)
     _set_torch_threads(threads)
     results = []
-    for bench_case in cases:
-        name = bench_case.name
-        for seed in range(seeds):
+    for name in case:
+        for seed in range(first_seed, first_seed + seeds):
             progress = _echo_progress(name, seed, err=as_json)  # with --json, progress goes to stderr
-            found = skill_bench.run_seed(bench_case, seed, contender, hyper, progress, agent_changes)
+            found = skill_bench.run_seed(skill_bench.CASES[name], seed, contender, hyper, progress, settings)
             results.append(found)
             if not as_json:
+                params = found.oracle.get("params", {})
                 typer.echo(
-                    f"{name} seed {seed}: oracle {found.oracle_sharpe:.2f}, "
-                    f"equal weight {found.equal_weight_sharpe:.2f}"
+                    f"{name} seed {seed}: oracle {found.oracle_sharpe:.2f} (train-fitted {params}), "
+                    f"equal weight {found.equal_weight_sharpe:.2f}, linear {found.linear_sharpe:.2f} "
+                    f"(share {found.linear_share:.2f})"
                 )
+    if plot is not None:
+        from finpod.bench.skill_plot import plot_curves
+
+        typer.echo(f"learning curves: {plot_curves(results, plot)}", err=as_json)
     if as_json:
         typer.echo(json.dumps(skill_bench.as_json(results), indent=2))
         return
     for name, summary in skill_bench.summarise(results).items():
         typer.echo(
             f"== {name}: medians over seeds {summary['seeds']}: oracle {summary['oracle_sharpe']:.2f}, "
-            f"equal weight {summary['equal_weight_sharpe']:.2f}"
+            f"equal weight {summary['equal_weight_sharpe']:.2f}, linear {summary['linear_sharpe']:.2f} "
+            f"(share {summary['linear_share']:.2f})"
         )
         for key, row in summary["contenders"].items():
             for trader, sharpe in row["sharpe"].items():

@@ -23,8 +23,9 @@ from finpod.data.alpaca_source import (
 from finpod.data.dataset_info import DatasetInfo, dataset_info
 from finpod.data.importers import DuplicatePolicy, OutlierPolicy, import_paths
 from finpod.data.importers.naive_times import BarAnchor, naive_reading
+from finpod.data.signals import SignalKind, SignalSpec
 from finpod.data.store import Manifest
-from finpod.data.synth import ALPHA_ANNUAL, DEFAULT_START, SignalKind, SignalSpec, write_synth_dataset
+from finpod.data.synth import ALPHA_ANNUAL, DEFAULT_START, write_synth_dataset
 from finpod.errors import SpecError
 from finpod.net import DEFAULT_TIMEOUTS
 
@@ -102,13 +103,13 @@ def synth(
     signal: Annotated[SignalKind, typer.Option("--signal", help="Planted observable signal.")] = "none",
     signal_strength: Annotated[
         float,
-        typer.Option("--signal-strength", help="|AR(1) coefficient| of demeaned bar returns, e.g. 0.1."),
+        typer.Option("--signal-strength", help="Target information coefficient, e.g. 0.04."),
     ] = 0.0,
     alpha_annual: Annotated[
         float, typer.Option("--alpha-annual", help="Drift alpha of names 0 mod 4, log a year (0 = off).")
     ] = ALPHA_ANNUAL,
 ) -> None:
-    """Write the seeded synthetic market (drift alpha and planted signal: see finpod.data.synth)."""
+    """Write the seeded synthetic market (drift alpha: finpod.data.synth; signals: finpod.data.signals)."""
     if legacy_out is not None and out is not None:
         raise SpecError(
             f"the dataset folder is given twice ({legacy_out} and --out {out}); fix: pass --out only"

@@ -35,23 +35,19 @@ symbols over five years the long-short (alpha minus drag names) Sharpe ratio mea
 across seeds. An agent's observation carries no ticker identity, so this edge is invisible to a
 policy that treats assets alike; ``alpha_annual = 0`` switches it off.
 
-**The planted signal (observable, stationary, of known strength).** ``signal`` is a
-:class:`SignalSpec` ``(kind, strength)``. With ``kind = "none"`` (or ``strength = 0``) nothing is added
-and the bars are identical to a market generated without it. Otherwise, with ``rho = +strength``
-(``"momentum"``) or ``-strength`` (``"reversal"``), the open-to-close log return of every bar ``t + 1``
-gets the term ``rho * d[t, m]``, where ``d[t, m] = s[t, m] - mean_j s[t, j]`` is symbol ``m``'s
-close-to-close log return of bar ``t`` (gap included, planted term included) minus the cross-sectional
-mean of that bar. So ``d`` follows a stationary AR(1), ``d[t + 1] = rho d[t] + (base shocks, demeaned)``,
-its variance inflated by ``1 / (1 - rho^2)``; the market and sector moves are untouched (the planted
-terms sum to zero across symbols). The term sits in the bar's open-to-close part (not in an overnight
-gap), so an order decided at bar ``t``'s close and filled at ``t + 1``'s open earns it in full.
-
-The predictor is a causal function of the observation: ``d[t]`` is the feature ``logret_1`` at bar
-``t`` minus its cross-sectional mean (train normalisation is one affine map per feature, shared by all
-symbols, so the normalised feature's deviation from its cross-sectional mean is ``d`` up to a positive
-scale, clipping aside). ``finpod.oracle`` trades on exactly this with the true ``rho``. The same
-definition holds at ``1d`` and ``1min`` (at ``1min``, bar ``t + 1`` of a session's first minute follows
-the previous session's last minute, gap included in ``d``).
+**The planted signals (observable, stationary, of known strength).** ``signal`` is a
+:class:`~finpod.data.signals.SignalSpec` ``(kind, strength)``: one-bar reversal or momentum (an AR(1)
+of cross-sectionally demeaned bar returns), multi-bar reversal and momentum, a volume-conditioned
+effect and a nonlinear interaction, each with its strength given as its target information
+coefficient; :mod:`finpod.data.signals` states every model. With ``kind = "none"`` (or
+``strength = 0``) nothing is added and the bars are identical to a market generated without it; the
+random draws never depend on the signal. The planted terms sum to zero across symbols (the market
+and sector moves are untouched) and sit in a bar's open-to-close part (not in an overnight gap), so
+an order decided at bar ``t``'s close and filled at ``t + 1``'s open earns them in full. Every
+predictor is a causal function of the observation's features (``logret_1``, ``logret_5``,
+``logret_60``, ``volume_z_30``, up to the train normalisation's affine map); ``finpod.oracle`` trades
+on exactly that. The same definitions hold at ``1d`` and ``1min`` (at ``1min``, bar ``t + 1`` of a
+session's first minute follows the previous session's last minute, gap included in ``d``).
 """
 
 from __future__ import annotations
@@ -59,7 +55,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal, get_args
+from typing import Final, Literal
 
 import numpy as np
 import pandas as pd
@@ -68,6 +64,7 @@ import pyarrow as pa
 from finpod.data.calendar import NS_PER_MINUTE
 from finpod.data.importers.common import ZERO_VOLUME_BARS
 from finpod.data.schema import BAR_COLUMNS
+from finpod.data.signals import AR_KINDS, NO_SIGNAL, SignalPlanter, SignalSpec
 from finpod.data.store import Manifest, write_dataset
 from finpod.data.validate import validate_bars
 from finpod.data.xnas_sessions import sessions_from
@@ -99,46 +96,8 @@ VOLUME_RESPONSE_TO_MOVE: Final[float] = 0.5
 """Volume multiplier per unit of |bar return| / bar volatility."""
 SYMBOL_PREFIX: Final[str] = "SYN"
 DEFAULT_START: Final[str] = "2016-01-04"
-MAX_SIGNAL_STRENGTH: Final[float] = 0.9
-"""The planted AR(1) coefficient must stay below 1 in magnitude (stationarity); 0.9 is the cap."""
-SignalKind = Literal["none", "reversal", "momentum"]
-SIGNAL_KINDS: Final[tuple[str, ...]] = get_args(SignalKind)
 _CHUNK_BARS_PER_SYMBOL: Final[int] = 390 * 20
 """Bars per symbol generated at once (about 20 minute sessions), to bound temporary memory."""
-
-
-@dataclass(frozen=True)
-class SignalSpec:
-    """The planted, observable signal (see the module docstring for the model).
-
-    Attributes:
-        kind: ``"none"``, ``"reversal"`` (``rho = -strength``) or ``"momentum"`` (``rho = +strength``).
-        strength: ``|rho|``, the lag-1 autocorrelation coefficient of the cross-sectionally demeaned
-            bar return, in ``[0, MAX_SIGNAL_STRENGTH]``.
-    """
-
-    kind: SignalKind = "none"
-    strength: float = 0.0
-
-    def __post_init__(self) -> None:
-        """Reject an unknown kind or a strength outside ``[0, MAX_SIGNAL_STRENGTH]`` (one line, the fix)."""
-        if self.kind not in SIGNAL_KINDS:
-            raise SpecError(f"--signal {self.kind!r}: pick one of {', '.join(SIGNAL_KINDS)}")
-        if not (math.isfinite(self.strength) and 0.0 <= self.strength <= MAX_SIGNAL_STRENGTH):
-            raise SpecError(
-                f"--signal-strength {self.strength}: must be in [0, {MAX_SIGNAL_STRENGTH}] "
-                "(the AR(1) coefficient of demeaned bar returns), e.g. 0.1"
-            )
-
-    @property
-    def rho(self) -> float:
-        """The signed coefficient: ``-strength`` (reversal), ``+strength`` (momentum), 0 (none)."""
-        if self.kind == "none":
-            return 0.0
-        return -self.strength if self.kind == "reversal" else self.strength
-
-
-NO_SIGNAL: Final[SignalSpec] = SignalSpec()
 
 
 @dataclass(frozen=True)
@@ -217,11 +176,18 @@ class _Generator:
     """Generates the market session chunk by session chunk, carrying GARCH and price state."""
 
     def __init__(
-        self, n_symbols: int, bars_per_session: np.ndarray, seed: int, rho: float, alpha_annual: float
+        self,
+        n_symbols: int,
+        bars_per_session: np.ndarray,
+        seed: int,
+        signal: SignalSpec,
+        alpha_annual: float,
     ) -> None:
         self.rng = np.random.default_rng(seed)
         self.universe = _universe(n_symbols, self.rng, alpha_annual)
-        self.rho = rho
+        self.rho = signal.rho
+        scaled = signal.active and signal.kind not in AR_KINDS
+        self.planter = SignalPlanter(signal, n_symbols) if scaled else None
         self.last_demeaned = np.zeros(n_symbols)
         self.vol_annual = _total_vol_annual(self.universe)
         self.bars_per_session = bars_per_session
@@ -258,24 +224,35 @@ class _Generator:
         gap_returns = gaps * vol_mult
         step = returns.copy()
         step[bar_start] += gap_returns
+        bar_vol = np.abs(bar_scale) * self.vol_annual * vol_mult[session_of_bar]
+        draws_up = self.rng.standard_normal(returns.shape)
+        draws_down = self.rng.standard_normal(returns.shape)
+        volume_profile = _u_shape(x, INTRADAY_VOLUME_CURVATURE)
+        volume_profile /= (np.add.reduceat(volume_profile, bar_start) / counts)[session_of_bar]
+        shares = (u.shares_per_session / counts[session_of_bar][:, None]) * volume_profile[:, None]
+        noise = np.exp(VOLUME_NOISE_LOG_STD * self.rng.standard_normal(returns.shape))
+
+        def bar_volume(rows: np.ndarray | slice | int, bar_returns: np.ndarray) -> np.ndarray:
+            move = 1.0 + VOLUME_RESPONSE_TO_MOVE * np.abs(bar_returns) / bar_vol[rows]
+            return np.asarray(np.round(shares[rows] * noise[rows] * move))
+
+        def log_volume(k: int, planted_k: np.ndarray) -> np.ndarray:
+            return np.log1p(bar_volume(k, returns[k] + planted_k))
+
         if self.rho != 0.0:
             planted = self._planted(step)
+            returns += planted
+            step += planted
+        elif self.planter is not None:
+            planted = self.planter.plant(step, log_volume if self.planter.signal.kind == "volume" else None)
             returns += planted
             step += planted
         close_log = self.last_close_log + np.cumsum(step, axis=0)
         open_log = close_log - returns
         self.last_close_log = close_log[-1].copy()
-        bar_vol = np.abs(bar_scale) * self.vol_annual * vol_mult[session_of_bar]
-        excursion_up = INTRABAR_RANGE_SCALE * bar_vol * np.abs(self.rng.standard_normal(returns.shape))
-        excursion_down = INTRABAR_RANGE_SCALE * bar_vol * np.abs(self.rng.standard_normal(returns.shape))
-        high_log = np.maximum(open_log, close_log) + excursion_up
-        low_log = np.minimum(open_log, close_log) - excursion_down
-        volume_profile = _u_shape(x, INTRADAY_VOLUME_CURVATURE)
-        volume_profile /= (np.add.reduceat(volume_profile, bar_start) / counts)[session_of_bar]
-        shares = (u.shares_per_session / counts[session_of_bar][:, None]) * volume_profile[:, None]
-        noise = np.exp(VOLUME_NOISE_LOG_STD * self.rng.standard_normal(returns.shape))
-        move = 1.0 + VOLUME_RESPONSE_TO_MOVE * np.abs(returns) / bar_vol
-        volume = np.round(shares * noise * move)
+        high_log = np.maximum(open_log, close_log) + INTRABAR_RANGE_SCALE * bar_vol * np.abs(draws_up)
+        low_log = np.minimum(open_log, close_log) - INTRABAR_RANGE_SCALE * bar_vol * np.abs(draws_down)
+        volume = bar_volume(slice(None), returns)
         return np.exp(open_log), np.exp(high_log), np.exp(low_log), np.exp(close_log), volume
 
     def _planted(self, step: np.ndarray) -> np.ndarray:
@@ -353,7 +330,7 @@ def synth_market(
         minute = np.arange(int(counts.sum())) - np.repeat(first_bar, counts)
         stamps = np.repeat(grid.session_open_ns, counts) + minute * NS_PER_MINUTE
     n_bars = int(counts.sum())
-    generator = _Generator(n_symbols, counts, seed, signal.rho, alpha_annual)
+    generator = _Generator(n_symbols, counts, seed, signal, alpha_annual)
     columns = {name: np.empty((n_symbols, n_bars)) for name in ("open", "high", "low", "close", "volume")}
     sessions_per_chunk = max(1, _CHUNK_BARS_PER_SYMBOL // int(counts.max()))
     for first in range(0, n_days, sessions_per_chunk):
@@ -371,6 +348,16 @@ def synth_market(
         copy=False,
     )
     return frame.loc[:, list(BAR_COLUMNS)]
+
+
+def _signal_note(signal: SignalSpec) -> str:
+    """The manifest's line on the planted signal: its kind, target IC and (AR kinds) coefficient."""
+    if signal.kind in AR_KINDS:
+        return (
+            f"planted signal: {signal.kind}, rho = {signal.rho:+g} "
+            f"(AR(1) of demeaned bar returns; information coefficient {signal.strength:g})"
+        )
+    return f"planted signal: {signal.kind}, information coefficient {signal.strength:g} (finpod.data.signals)"
 
 
 def write_synth_dataset(
@@ -406,7 +393,7 @@ def write_synth_dataset(
         f"synthetic market: seed {seed}, {n_symbols} symbols, {n_days} sessions from {start}, {freq}",
         f"drift alpha: {', '.join(alpha)} +{alpha_annual:.0%} a year (log) above the market",
         f"drift alpha: {', '.join(drag) or 'none'} -{alpha_annual:.0%} a year (log) below the market",
-        f"planted signal: {signal.kind}, rho = {signal.rho:+g} (AR(1) of demeaned bar returns)",
+        _signal_note(signal),
     ]
     return write_dataset(
         bars,

@@ -17,8 +17,9 @@ import torch
 
 from finpod.data.panel import Panel
 from finpod.data.panel_builder import build_panel
+from finpod.data.signals import SignalSpec
 from finpod.data.store import read_dataset, read_manifest, write_dataset
-from finpod.data.synth import SignalSpec, synth_market
+from finpod.data.synth import synth_market
 from finpod.data.universe import ever_members
 from finpod.errors import DataError
 from finpod.spec import Spec

@@ -38,6 +38,7 @@ from finpod.cpu_kernels import machine_record
 from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
+from finpod.linear_baseline import linear_baseline
 from finpod.matmul_precision import cuda_matmul_precision
 from finpod.paths import default_data_root
 from finpod.pipeline.backend import pod_backend, population_workers, resolved_backend, training_threads
@@ -197,11 +198,16 @@ def run(
         run_dir.set_status("backtesting")
         factory = agent_factory(_probe(spec, panel, device), device)
         policies = select(spec, leaderboard, factory)
-        validation = run_backtest(panel, "validation", env_config(spec, random_start=False), policies, device)
+        settings = env_config(spec, random_start=False)
+        linear, linear_fit, linear_note = linear_baseline(panel, settings, device)  # train + validation only
+        validation = run_backtest(panel, "validation", settings, policies, device, baselines=linear)
         clock.lap("validate")
         del panel
         full = backtest_panel(spec, bars, symbols, str(device))
-        backtest = run_backtest(full, "backtest", env_config(spec, random_start=False), policies, device)
+        backtest = run_backtest(full, "backtest", settings, policies, device, baselines=linear)
+        if linear_note:
+            validation.notes.append(linear_note)
+            backtest.notes.append(linear_note)
         record_backtest_threads(run_dir, validation, backtest)
         clock.lap("backtest")
         if warning:
@@ -217,6 +223,7 @@ def run(
             leaderboard_entries=entries,
             run_info={**run_dir.read_info(), "status": "done"},  # what the page describes: a finished run
             render=report,
+            linear_baseline=linear_fit,
         )
         clock.lap("report")
         record_phases(run_dir, clock, history[-1]["env_steps"] if history else 0)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from finpod.backtest.result import BacktestResult
 from finpod.report import metrics_table
-from finpod.report.verdict import segment_verdicts, validation_trial_scores
+from finpod.report.verdict import LINEAR_NAME, segment_verdicts, validation_trial_scores
 
 PERCENT_COLUMNS = ("cumulative_return", "annual_return", "annual_volatility", "max_drawdown")
 RATIO_COLUMNS = ("sharpe_ratio", "sortino_ratio", "calmar_ratio")
@@ -68,6 +68,8 @@ def summary_dict(
         out["validation_sharpe"] = {str(name): _plain(value) for name, value in sharpe.items()}
     trials = [] if run_dir is None else validation_trial_scores(run_dir)
     out["verdict"] = {name: verdict.to_json() for name, verdict in segment_verdicts(backtest, trials).items()}
+    versus_linear = segment_verdicts(backtest, trials, LINEAR_NAME)
+    out["verdict_vs_linear"] = {name: verdict.to_json() for name, verdict in versus_linear.items()}
     return out
 
 
@@ -78,13 +80,16 @@ def print_summary(
     report_html: Path | None,
     run_dir: Path | None = None,
 ) -> None:
-    """Print the segment table, one verdict line per learned trader, the notes and the report's path.
+    """Print the segment table, two verdict lines per learned trader (against equal weight, then
+    against the linear baseline when the segment has it), the notes and the report's path.
 
     The verdict's DSR counts the validation scores in ``run_dir``'s tournament log (none: no DSR).
     """
     console.print(segment_table(backtest, validation))
     trials = [] if run_dir is None else validation_trial_scores(run_dir)
     for verdict in segment_verdicts(backtest, trials).values():
+        console.print(f"verdict: {verdict.sentence}", soft_wrap=True, markup=False)
+    for verdict in segment_verdicts(backtest, trials, LINEAR_NAME).values():
         console.print(f"verdict: {verdict.sentence}", soft_wrap=True, markup=False)
     for note in backtest.notes:
         console.print(f"note: {note}")

@@ -27,7 +27,7 @@ FIGURE_DPI = 110
 
 TRADER_COLOURS = ("#2563eb", "#7c3aed", "#0d9488", "#db2777", "#ea580c", "#4f46e5")
 """Strong colours for learned traders, in result order."""
-BASELINE_COLOURS = {"equal_weight": "#d97706", "market": "#16a34a", "cash": "#6b7280"}
+BASELINE_COLOURS = {"equal_weight": "#d97706", "linear": "#7c3aed", "market": "#16a34a", "cash": "#6b7280"}
 """Muted, fixed colours for the standard baselines."""
 OTHER_BASELINE_COLOURS = ("#a16207", "#65a30d", "#9ca3af")
 """Colours for baselines with non-standard names, in order."""

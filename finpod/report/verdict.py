@@ -45,6 +45,8 @@ from finpod.backtest.result import BacktestResult
 SESSIONS_PER_YEAR = 252
 """Annualisation of daily figures (as :mod:`finpod.report.metrics`)."""
 BENCHMARK_NAME = "equal_weight"
+LINEAR_NAME = "linear"
+"""The linear baseline (:mod:`finpod.linear_baseline`): every trader's second verdict is against it."""
 """The baseline every trader is judged against."""
 CONFIDENCE = 0.95
 """Two-sided level of the bootstrap interval."""
@@ -208,11 +210,11 @@ def validation_trial_scores(run_dir: Path) -> list[float]:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One trader against equal weight on one segment (annualised unless said otherwise).
+    """One trader against equal weight or the linear baseline on one segment (annualised unless said).
 
     Attributes:
         trader: the trader's name.
-        benchmark: the baseline it is judged against (:data:`BENCHMARK_NAME`).
+        benchmark: the baseline it is judged against (:data:`BENCHMARK_NAME` or :data:`LINEAR_NAME`).
         beat: the trader's Sharpe ratio is above the benchmark's.
         sharpe: the trader's annualised Sharpe ratio.
         benchmark_sharpe: the benchmark's.
@@ -265,13 +267,21 @@ def _signed(value: float | None, digits: int = 2) -> str:
 
 
 def _sentence(
-    trader: str, difference: float | None, ci: tuple[float | None, float | None], dsr: float | None
+    trader: str,
+    difference: float | None,
+    ci: tuple[float | None, float | None],
+    dsr: float | None,
+    benchmark: str = BENCHMARK_NAME,
 ) -> str:
-    dsr_text = "" if dsr is None else f", DSR {dsr:.2f}"
+    """``best beat equal weight by +x Sharpe [CI], DSR d``, or ``best vs linear: +x Sharpe [CI]``."""
     if difference is None:
-        return f"{trader}: no verdict against equal weight (too few sessions or a flat series)"
-    verb = "beat" if difference > 0 else "trailed"
+        against = "equal weight" if benchmark == BENCHMARK_NAME else benchmark
+        return f"{trader}: no verdict against {against} (too few sessions or a flat series)"
     interval = f"[{int(CONFIDENCE * 100)}% CI {_signed(ci[0])}, {_signed(ci[1])}]"
+    if benchmark != BENCHMARK_NAME:
+        return f"{trader} vs {benchmark}: {difference:+.2f} Sharpe {interval}"
+    dsr_text = "" if dsr is None else f", DSR {dsr:.2f}"
+    verb = "beat" if difference > 0 else "trailed"
     return f"{trader} {verb} equal weight by {difference:+.2f} Sharpe {interval}{dsr_text}"
 
 
@@ -282,15 +292,18 @@ def judge(
     trial_scores: Sequence[float],
     *,
     seed: int = BOOTSTRAP_SEED,
+    benchmark_name: str = BENCHMARK_NAME,
 ) -> Verdict:
     """The :class:`Verdict` of trader ``name`` against ``benchmark`` (daily returns, same sessions).
 
     Args:
         name: the trader's name.
         returns: its daily simple returns.
-        benchmark: equal weight's daily simple returns (aligned on ``returns``' sessions).
+        benchmark: the benchmark's daily simple returns (aligned on ``returns``' sessions).
         trial_scores: every validation score of the tournament (annualised Sharpe ratios).
         seed: the bootstrap's seed.
+        benchmark_name: :data:`BENCHMARK_NAME` (equal weight) or :data:`LINEAR_NAME` (its sentence
+            reads ``best vs linear: +x.xx Sharpe [95% CI ...]``).
     """
     paired = pd.concat([returns.astype(float), benchmark.astype(float)], axis=1, join="inner").dropna()
     ours, theirs = paired.iloc[:, 0].to_numpy(), paired.iloc[:, 1].to_numpy()
@@ -301,7 +314,7 @@ def judge(
     if n < MIN_SESSIONS:
         return Verdict(
             trader=name,
-            benchmark=BENCHMARK_NAME,
+            benchmark=benchmark_name,
             beat=None,
             sharpe=None,
             benchmark_sharpe=None,
@@ -316,7 +329,7 @@ def judge(
             num_trials=int(trials.shape[0]),
             trial_sharpe_std=_finite(trial_std),
             num_sessions=n,
-            sentence=_sentence(name, None, (None, None), None),
+            sentence=_sentence(name, None, (None, None), None, benchmark_name),
         )
     sharpe, benchmark_sharpe = sharpe_per_session(ours) * scale, sharpe_per_session(theirs) * scale
     difference = _finite(sharpe - benchmark_sharpe)
@@ -335,7 +348,7 @@ def judge(
     cumulative = float(np.prod(1.0 + ours) - np.prod(1.0 + theirs))
     return Verdict(
         trader=name,
-        benchmark=BENCHMARK_NAME,
+        benchmark=benchmark_name,
         beat=None if difference is None else bool(difference > 0.0),
         sharpe=_finite(sharpe),
         benchmark_sharpe=_finite(benchmark_sharpe),
@@ -350,18 +363,21 @@ def judge(
         num_trials=num_trials,
         trial_sharpe_std=_finite(trial_std),
         num_sessions=n,
-        sentence=_sentence(name, difference, ci, _finite(dsr)),
+        sentence=_sentence(name, difference, ci, _finite(dsr), benchmark_name),
     )
 
 
-def segment_verdicts(backtest: BacktestResult, trial_scores: Iterable[float]) -> dict[str, Verdict]:
-    """The verdict of every learned trader (kind ``trader``) of a segment; empty without equal weight."""
-    benchmark = backtest.traders.get(BENCHMARK_NAME)
+def segment_verdicts(
+    backtest: BacktestResult, trial_scores: Iterable[float], benchmark_name: str = BENCHMARK_NAME
+) -> dict[str, Verdict]:
+    """The verdict of every learned trader (kind ``trader``) of a segment against ``benchmark_name``
+    (equal weight, or :data:`LINEAR_NAME`); empty when the segment has no such baseline."""
+    benchmark = backtest.traders.get(benchmark_name)
     if benchmark is None:
         return {}
     trials = list(trial_scores)
     return {
-        name: judge(name, result.returns, benchmark.returns, trials)
+        name: judge(name, result.returns, benchmark.returns, trials, benchmark_name=benchmark_name)
         for name, result in backtest.traders.items()
         if result.kind == "trader"
     }

@@ -23,7 +23,10 @@ Layout of ``out_dir`` (everything written atomically):
          "segment", "start", "end" (ISO dates), "benchmark_name", "initial_cash_usd", "notes": [...],
          "traders": {name: {"kind": "trader" | "baseline", "metrics": {metric: number | null}}}}},
      "verdict": {"benchmark": "equal_weight", "segment": "backtest", "confidence": 0.95,
-         "bootstrap": {...}, "num_trials": N, "traders": {name: {see finpod.report.verdict.Verdict}}}}
+         "bootstrap": {...}, "num_trials": N, "traders": {name: {see finpod.report.verdict.Verdict}}},
+     "verdict_vs_linear": {the same block, "benchmark": "linear"} (when the run has the baseline),
+     "linear_baseline": null | {"ridge": {"coefficients": {feature: number}, "penalty", ...},
+         "trading": {"family", "params": {"tilt", "top_fraction", "band"}, "fit_segment", ...}}}
 
 ``null`` marks an undefined figure (NaN or infinite: zero volatility, too few sessions).
 :func:`rebuild_report` needs only ``metrics.json``, ``report_inputs.json`` and the CSVs.
@@ -70,6 +73,7 @@ from finpod.report.verdict import (
     BOOTSTRAP_SAMPLES,
     BOOTSTRAP_SEED,
     CONFIDENCE,
+    LINEAR_NAME,
     Verdict,
     segment_verdicts,
     validation_trial_scores,
@@ -164,6 +168,7 @@ def write_report(
     leaderboard_entries: list[dict[str, Any]],
     run_info: dict[str, Any],
     render: bool = True,
+    linear_baseline: dict[str, Any] | None = None,
 ) -> ReportPaths:
     """Write the whole report of a run into ``out_dir`` (see module doc for the layout).
 
@@ -178,6 +183,8 @@ def write_report(
         render: False writes only the data (``metrics.json``, CSVs, ``report_inputs.json``) and
             skips the plots, tear sheet and ``report.html`` (seconds instead of ~25 s);
             ``finpod report RUN_DIR`` renders them later.
+        linear_baseline: the linear baseline's fit (:meth:`finpod.linear_baseline.LinearTrader.to_json`),
+            or ``None`` when the run has none.
 
     Returns:
         The paths written.
@@ -198,6 +205,7 @@ def write_report(
         "leaderboard_history": leaderboard_history,
         "leaderboard_entries": leaderboard_entries,
         "run_info": run_info,
+        "linear_baseline": linear_baseline,
     }
     write_text_atomic(out_dir / INPUTS_FILE, _json_text(inputs))
 
@@ -215,7 +223,9 @@ def write_report(
         if render
         else TearSheet([], [], [NOT_RENDERED_NOTE])
     )
-    verdicts = segment_verdicts(backtest, validation_trial_scores(out_dir))
+    trials = validation_trial_scores(out_dir)
+    verdicts = segment_verdicts(backtest, trials)
+    linear_verdicts = segment_verdicts(backtest, trials, LINEAR_NAME)
     segments = {"backtest": _segment_meta(backtest, backtest_metrics)}
     if validation is not None and validation_metrics is not None:
         segments["validation"] = _segment_meta(validation, validation_metrics)
@@ -233,6 +243,8 @@ def write_report(
         "tearsheet_note": tearsheet.note,
         "segments": segments,
         "verdict": verdict_json(verdicts),
+        "verdict_vs_linear": verdict_json(linear_verdicts, LINEAR_NAME) if linear_verdicts else None,
+        "linear_baseline": linear_baseline,
     }
     write_text_atomic(out_dir / METRICS_FILE, _json_text(metrics_json))
     if not render:
@@ -271,7 +283,7 @@ def write_report(
         notes=report_notes(backtest, validation, tearsheet.note),
         caveats=short_segment_caveats(backtest, validation),
         winner=winner_details(leaderboard_entries, _ensemble_k(spec)),
-        verdicts=[verdict.to_json() for verdict in verdicts.values()],
+        verdicts=[verdict.to_json() for verdict in [*verdicts.values(), *linear_verdicts.values()]],
     )
     write_text_atomic(out_dir / HTML_FILE, html)
     return ReportPaths(
@@ -287,11 +299,11 @@ def write_report(
     )
 
 
-def verdict_json(verdicts: dict[str, Verdict]) -> dict[str, Any]:
-    """The ``verdict`` block of ``metrics.json``: every learned trader against equal weight."""
+def verdict_json(verdicts: dict[str, Verdict], benchmark: str = BENCHMARK_NAME) -> dict[str, Any]:
+    """A ``verdict`` block of ``metrics.json``: every learned trader against ``benchmark``."""
     num_trials = next(iter(verdicts.values())).num_trials if verdicts else 0
     return {
-        "benchmark": BENCHMARK_NAME,
+        "benchmark": benchmark,
         "segment": "backtest",
         "confidence": CONFIDENCE,
         "bootstrap": {
@@ -300,7 +312,7 @@ def verdict_json(verdicts: dict[str, Verdict]) -> dict[str, Any]:
             "seed": BOOTSTRAP_SEED,
         },
         "num_trials": num_trials,
-        "statistic": "PSR and DSR are of the daily active return (trader - equal weight)",
+        "statistic": f"PSR and DSR are of the daily active return (trader - {benchmark})",
         "traders": {name: verdict.to_json() for name, verdict in verdicts.items()},
     }
 
@@ -350,4 +362,5 @@ def rebuild_report(run_dir: Path) -> ReportPaths:
         leaderboard_history=inputs["leaderboard_history"],
         leaderboard_entries=inputs["leaderboard_entries"],
         run_info=inputs["run_info"],
+        linear_baseline=inputs.get("linear_baseline"),
     )

@@ -11,6 +11,7 @@ from pydantic import (
     model_validator,
 )
 
+from finpod.data.signals import MAX_SIGNAL_STRENGTH, SignalKind
 from finpod.spec.base import DateRange, Model
 from podracer.ppo import PPOConfig
 
@@ -28,17 +29,20 @@ class SyntheticSpec(Model):
         examples=["2016-01-04"],
     )
     seed: int = Field(0, ge=0, description="seed of the generator (same seed, same market)", examples=[0])
-    signal: Literal["none", "reversal", "momentum"] = Field(
+    signal: SignalKind = Field(
         "none",
-        description='planted observable signal: "none", "reversal" or "momentum" (finpod.data.synth)',
+        description=(
+            'planted observable signal: "none", "reversal", "momentum", "reversal_5", "momentum_60", '
+            '"volume" or "nonlinear" (models in finpod.data.signals)'
+        ),
         examples=["reversal"],
     )
     signal_strength: float = Field(
         0.0,
         ge=0.0,
-        le=0.9,
-        description="|AR(1) coefficient| of cross-sectionally demeaned bar returns (0 = no signal)",
-        examples=[0.1],
+        le=MAX_SIGNAL_STRENGTH,
+        description="target information coefficient of the planted signal (0 = no signal; real: 0.02-0.08)",
+        examples=[0.04],
     )
     alpha_annual: float = Field(
         0.10,

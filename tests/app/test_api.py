@@ -32,7 +32,7 @@ def test_api_run_metrics_returns_and_reload(tmp_path: Path, capsys: pytest.Captu
 
     metrics = result.metrics
     assert isinstance(metrics, pd.DataFrame)
-    assert list(metrics.index) == ["best", "ensemble_top2", "equal_weight", "market", "cash"]
+    assert list(metrics.index) == ["best", "ensemble_top2", "equal_weight", "linear", "market", "cash"]
     assert {"sharpe_ratio", "max_drawdown", "calmar_ratio", "annual_return"} <= set(metrics.columns)
     best = result.backtest.traders["best"]
     assert isinstance(best.returns, pd.Series)

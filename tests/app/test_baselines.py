@@ -156,3 +156,25 @@ def test_market_without_benchmark_opens_fills_at_the_next_close(tiny_panel: Pane
 def test_market_is_none_without_benchmark(tiny_panel: Panel) -> None:
     no_bench = dataclasses.replace(tiny_panel, benchmark_close=None, benchmark_symbol=None)
     assert market_ledger(no_bench, "backtest", _config(), CPU) is None
+
+
+def test_a_policy_baseline_steps_in_its_own_pass_and_leaves_the_traders_alone(gapped_panel: Panel) -> None:
+    """The linear baseline's slot: a policy traded through the same env, listed after equal weight."""
+    config = _config(half_spread_bps=10.0)
+    tilted = torch.tensor([[0.0, 0.7, 0.3]])
+    policies = {"best": lambda obs: tilted}
+    alone = run_backtest(gapped_panel, "backtest", config, policies, CPU)  # type: ignore[arg-type]
+    with_linear = run_backtest(
+        gapped_panel,
+        "backtest",
+        config,
+        policies,  # type: ignore[arg-type]
+        CPU,
+        baselines={"linear": lambda obs: tilted},  # type: ignore[dict-item]
+    )
+    assert list(with_linear.traders) == ["best", "equal_weight", "linear", "market", "cash"]
+    assert with_linear.traders["linear"].kind == "baseline"
+    pd.testing.assert_series_equal(alone.traders["best"].equity_usd, with_linear.traders["best"].equity_usd)
+    pd.testing.assert_series_equal(
+        with_linear.traders["linear"].equity_usd, with_linear.traders["best"].equity_usd, check_names=False
+    )

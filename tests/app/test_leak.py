@@ -1,16 +1,17 @@
 """Must show: the backtest segment cannot leak into training or selection.
 
 Two runs of the same tiny spec, one on clean bars and one whose backtest bars are garbage: the
-leaderboards (entries and snapshot tensors), the selected agent and the validation results must be
-bit-identical, while the backtests differ (the garbage did reach the final backtest).
+leaderboards (entries and snapshot tensors), the selected agent, the linear baseline's ridge
+coefficients and trading parameters, and the validation results must be bit-identical, while the
+backtests differ (the garbage did reach the final backtest).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
-import pytest
 import torch
 from rich.console import Console
 from tiny import garble_backtest, tiny_bars, tiny_spec, write_tiny_dataset
@@ -31,8 +32,9 @@ def _run(tmp_path: Path, name: str, bars: pd.DataFrame) -> RunResult:
     return run(tiny_spec(dataset), out=tmp_path / f"reports-{name}", console=Console(quiet=True))
 
 
-@pytest.mark.usefixtures("no_report")
-def test_backtest_garbage_changes_nothing_before_the_backtest(tmp_path: Path) -> None:
+def test_backtest_garbage_changes_nothing_before_the_backtest(
+    tmp_path: Path, no_report: list[dict[str, Any]]
+) -> None:
     bars = tiny_bars(seed=11)
     clean = _run(tmp_path, "clean", bars)
     garbled = _run(tmp_path, "garbage", garble_backtest(bars, seed=12))
@@ -50,6 +52,11 @@ def test_backtest_garbage_changes_nothing_before_the_backtest(tmp_path: Path) ->
         pd.testing.assert_series_equal(
             trader.returns, garbled.validation.traders[name].returns, check_exact=True
         )
+
+    clean_linear, garbled_linear = (call["linear_baseline"] for call in no_report)
+    assert clean_linear is not None
+    assert clean_linear == garbled_linear  # the ridge's coefficients (floats, exact) and its trading
+    assert "linear" in clean.validation.traders  # compared bit for bit above
 
     changed = clean.backtest.traders["equal_weight"].returns
     assert not changed.equals(garbled.backtest.traders["equal_weight"].returns)

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import pytest
 import torch
 
 from finpod.data.panel import Panel
 from finpod.data.panel_builder import build_panel
-from finpod.data.synth import SignalSpec, synth_market
+from finpod.data.signals import SignalSpec
+from finpod.data.synth import synth_market
 from finpod.env.config import EnvConfig
 from finpod.errors import SpecError
-from finpod.oracle import equal_weight_policy, oracle_policy, segment_sharpe, share_captured
+from finpod.oracle import (
+    equal_weight_policy,
+    fit_oracle,
+    oracle_policy,
+    segment_sharpe,
+    share_captured,
+    signal_scores,
+)
+from finpod.tilt import TiltParams, fit_tilt, tilt_weights
 
 SEGMENTS = {
     "train": ("2016-01-04", "2016-12-30"),
@@ -61,13 +73,62 @@ def test_oracle_tilts_toward_the_names_the_signal_favours() -> None:
     obs[0, feature] = 2.0  # asset 0 just rose: reversal expects it to fall, momentum to keep rising
     reversal = oracle_policy(panel, SignalSpec("reversal", 0.1))(obs)[0]
     momentum = oracle_policy(panel, SignalSpec("momentum", 0.1))(obs)[0]
-    assert reversal[0] == 0.0  # no cash
-    assert momentum[0] == 0.0
+    assert float(reversal[0]) == pytest.approx(0.0, abs=1e-6)  # no cash
+    assert float(momentum[0]) == pytest.approx(0.0, abs=1e-6)
     assert reversal[1] < 1.0 / m < momentum[1]
 
 
-def test_share_captured_and_bad_tilt() -> None:
+def test_share_captured_and_bad_family_parameters() -> None:
     assert share_captured(1.5, 2.0, 1.0) == pytest.approx(0.5)
     assert share_captured(1.5, 1.0, 1.0) != share_captured(1.5, 1.0, 1.0)  # NaN: no edge to share
+    assert math.isnan(share_captured(1.5, 1.0 + 1e-9, 1.0))  # a rounding-sized edge is no edge
     with pytest.raises(SpecError, match="tilt -1"):
-        oracle_policy(_panel(SignalSpec()), SignalSpec("reversal", 0.1), tilt=-1.0)
+        TiltParams(tilt=-1.0)
+    with pytest.raises(SpecError, match="top_fraction 0"):
+        TiltParams(top_fraction=0.0)
+    with pytest.raises(SpecError, match=r"band 1\.5"):
+        TiltParams(band=1.5)
+
+
+def test_the_family_concentrates_and_holds_inside_its_band() -> None:
+    scores = torch.tensor([[4.0, 3.0, 2.0, 1.0]])
+    flat = torch.zeros(1, 4)
+    top_half = tilt_weights(scores, flat, torch.tensor([[0.0, 0.5, 0.0]]))[0]
+    assert top_half.tolist() == pytest.approx([0.0, 0.5, 0.5, 0.0, 0.0])  # [cash, assets]
+    tilted = tilt_weights(scores, flat, torch.tensor([[1.0, 1.0, 0.0]]))[0]
+    assert tilted[1] > tilted[2] > tilted[3] > tilted[4] >= 0.0
+    assert float(tilted.sum()) == pytest.approx(1.0)
+    current = torch.tensor([[0.24, 0.25, 0.25, 0.26]])
+    held = tilt_weights(torch.zeros(1, 4), current, torch.tensor([[0.0, 1.0, 0.02]]))[0]
+    torch.testing.assert_close(held[1:], current[0])  # every target within the band: no trade
+    half = torch.tensor([[0.0, 0.5, 0.1]])  # the top two names, a 0.1 band
+    mixed = tilt_weights(scores, torch.tensor([[0.45, 0.0, 0.55, 0.0]]), half)[0]
+    assert mixed.tolist() == pytest.approx([0.05, 0.45, 0.5, 0.0, 0.0])  # name 0 held, cash absorbs
+    crowded = tilt_weights(scores, torch.tensor([[0.55, 0.0, 0.0, 0.45]]), half)[0]
+    assert crowded.tolist() == pytest.approx([0.0, 0.55, 0.45, 0.0, 0.0])  # the traded name shrinks
+
+
+@pytest.mark.parametrize("kind", ["reversal_5", "momentum_60", "volume", "nonlinear"])
+def test_each_kinds_fitted_oracle_beats_equal_weight_on_held_out_data(kind: str) -> None:
+    signal = SignalSpec(kind, 0.3)  # type: ignore[arg-type]
+    panel = _panel(signal)
+    oracle = fit_oracle(panel, signal, CONFIG, CPU)
+    equal = segment_sharpe(panel, "backtest", CONFIG, equal_weight_policy(panel.num_assets), CPU)
+    assert segment_sharpe(panel, "backtest", CONFIG, oracle.policy, CPU) > equal + 0.5
+    assert oracle.to_json()["params"] != {}
+    assert oracle.fit.segment == "train"
+
+
+def test_the_oracle_is_fitted_on_train_only_and_is_the_best_member_there() -> None:
+    signal = SignalSpec("reversal", 0.1)
+    panel = _panel(signal)
+    oracle = fit_oracle(panel, signal, CONFIG, CPU)
+    start, _stop = panel.segment("validation")
+    garbage = dataclasses.replace(panel, features=panel.features.clone(), close=panel.close.clone())
+    garbage.features[start:] = torch.randn_like(garbage.features[start:])
+    garbage.close[start:] = garbage.close[start:] * 3.0
+    assert fit_oracle(garbage, signal, CONFIG, CPU).fit == oracle.fit
+    members = [oracle.fit.params, TiltParams(), TiltParams(tilt=0.0)]
+    train = fit_tilt(panel, "train", CONFIG, signal_scores(panel, signal), CPU, grid=members)
+    assert train.params == oracle.fit.params
+    assert train.sharpe == pytest.approx(oracle.fit.sharpe)

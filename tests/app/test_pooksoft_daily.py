@@ -42,7 +42,7 @@ def test_pooksoft_daily_spec_end_to_end(shared_data: Path, tmp_path: Path) -> No
     backtest = result.backtest
     assert backtest.start == pd.Timestamp("2020-05-26", tz="UTC")
     assert backtest.end == pd.Timestamp("2021-04-21", tz="UTC")
-    assert list(backtest.traders) == ["best", "ensemble_top2", "equal_weight", "cash"]
+    assert list(backtest.traders) == ["best", "ensemble_top2", "equal_weight", "linear", "cash"]
     assert any("market" in note for note in backtest.notes)
     best = backtest.traders["best"]
     assert len(best.returns) == len(backtest.traders["equal_weight"].returns) > 200

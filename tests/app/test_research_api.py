@@ -40,7 +40,9 @@ def test_research_script_policy_backtest_export_and_compare(tmp_path: Path) -> N
     # Same data, same dates: the replay equals the run's own backtest, although the replay's panel
     # starts elsewhere (a refit of the normalisation on it would change every action).
     again = finpod.backtest(first)
-    for name in ("best", "ensemble_top2", "equal_weight"):
+    assert "linear" in first.metrics.index  # the API exposes the linear baseline like equal weight
+    assert first.backtest.traders["linear"].kind == "baseline"
+    for name in ("best", "ensemble_top2", "equal_weight", "linear"):  # the linear baseline, like EW
         pd.testing.assert_series_equal(
             again.traders[name].returns, first.backtest.traders[name].returns, check_freq=False
         )
@@ -50,7 +52,7 @@ def test_research_script_policy_backtest_export_and_compare(tmp_path: Path) -> N
     )
     assert isinstance(moved, type(first.backtest))
     assert moved.start == pd.Timestamp("2019-11-01", tz="UTC")
-    assert list(moved.traders) == ["best", "ensemble_top2", "equal_weight", "market", "cash"]
+    assert list(moved.traders) == ["best", "ensemble_top2", "equal_weight", "linear", "market", "cash"]
     assert not moved.traders["best"].returns.equals(first.backtest.traders["best"].returns)
     with pytest.raises(finpod.SpecError, match="costs: unknown key"):
         finpod.backtest(first, costs={"fee": 0.1})

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from finpod.data.panel_builder import build_panel
-from finpod.data.synth import SignalSpec, synth_market
+from finpod.data.signals import SignalSpec
+from finpod.data.synth import synth_market
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
 from finpod.oracle import equal_weight_policy, segment_sharpe

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from clirun import run_cli
-from finpod.bench.skill_bench import (
-    CASES,
-    ContenderResult,
-    SeedResult,
-    agent_changes_for,
-    bench_spec,
-    summarise,
-    with_overrides,
-)
+from finpod.bench.skill_bench import CASES, ContenderResult, SeedResult, bench_spec, run_seed, summarise
+from finpod.bench.skill_names import CASE_NAMES
+from finpod.bench.skill_plot import plot_curves
 from finpod.errors import SpecError
+from finpod.spec import TournamentSpec
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -24,10 +20,57 @@ from finpod.errors import SpecError
 def test_every_case_is_a_valid_spec(name: str, hyper: str) -> None:
     spec = bench_spec(CASES[name], seed=3, hyper=hyper)
     assert spec.data.synthetic.signal == CASES[name].signal.kind
+    assert spec.data.synthetic.signal_strength == CASES[name].signal.strength
     assert spec.data.synthetic.alpha_annual == 0.0
     assert spec.env.reward == "excess_log_return"
+    assert spec.env.fee_rate == CASES[name].fee_rate
     assert spec.agent["policy"] == "cross_sectional"
     assert spec.agent["learning_rate"] == (3e-2 if hyper == "poor" else 3e-3)
+
+
+def test_the_case_grid_covers_kinds_strengths_fees_nulls_and_the_minute_case() -> None:
+    assert tuple(CASES) == CASE_NAMES
+    daily = [case for case in CASES.values() if case.frequency == "1d" and case.signal.strength < 0.1]
+    assert {case.signal.kind for case in daily} >= {"reversal", "reversal_5", "volume", "nonlinear", "none"}
+    assert {case.signal.strength for case in daily} == {0.0, 0.02, 0.05}
+    assert {case.fee_rate for case in daily} == {0.0005, 0.002}
+    assert {case.n_symbols for case in daily} == {20, 100}
+    minute = CASES["minute20"]
+    assert (minute.signal.strength, minute.fee_rate, minute.rebalance_band) == (0.02, 0.002, 0.01)
+    assert CASES["daily20-nonlinear-ic05-20bp"].signal.kind == "nonlinear"
+
+
+def test_defaults_leave_training_to_finpod_and_set_overrides_every_spec() -> None:
+    case = CASES["daily20-reversal-ic05-5bp"]
+    defaults = bench_spec(case, seed=0, hyper="defaults")
+    assert not defaults.agent  # finpod's PPO defaults, as a silent [agent] gets
+    assert defaults.tournament.pool_size == TournamentSpec().pool_size
+    assert defaults.tournament.budget_env_steps == case.budget_env_steps
+    changed = bench_spec(case, seed=0, hyper="good", overrides=["agent.learning_rate=1e-3"])
+    assert changed.agent["learning_rate"] == 1e-3
+    with pytest.raises(SpecError, match="--set"):
+        bench_spec(case, seed=0, hyper="good", overrides=["tournament.pool_size=0"])
+
+
+def test_a_seed_records_oracle_fit_linear_share_and_a_learning_curve() -> None:
+    """A tiny budget end to end: the references and the curve are filled in (not a skill figure)."""
+    case = CASES["daily20-smoke"]
+    found = run_seed(case, 0, ["single"], ["good"], overrides=["tournament.budget_env_steps=1024"])
+    assert found.oracle["fit_segment"] == "train"
+    assert set(found.oracle["params"]) == {"tilt", "top_fraction", "band"}
+    assert found.oracle_sharpe > found.equal_weight_sharpe
+    assert math.isfinite(found.linear_share)
+    assert set(found.linear) == {"ridge", "trading"}
+    single = found.contenders["good/single"]
+    assert single.env_steps >= 1024
+    assert single.curve
+    steps = [point[0] for point in single.curve]
+    assert steps == sorted(steps)
+    assert all(math.isfinite(point[2]) for point in single.curve)
+    equal = found.equal_weight_sharpe
+    assert single.curve[-1][3] == pytest.approx(single.curve[-1][2] * (found.oracle_sharpe - equal))
+    summary = summarise([found])[case.name]
+    assert summary["linear_share"] == pytest.approx(found.linear_share)
 
 
 def _result(sharpe: float, share: float) -> ContenderResult:
@@ -43,39 +86,16 @@ def _result(sharpe: float, share: float) -> ContenderResult:
 
 def test_medians_over_seeds_ignore_missing_shares() -> None:
     results = [
-        SeedResult("daily20", seed, 3.0 + seed, 1.0, {"good/single": _result(1.0 + seed, share)})
+        SeedResult("daily20-smoke", seed, 3.0 + seed, 1.0, {"good/single": _result(1.0 + seed, share)})
         for seed, share in enumerate([0.2, 0.8, math.nan])
     ]
-    summary = summarise(results)["daily20"]
+    summary = summarise(results)["daily20-smoke"]
     assert summary["oracle_sharpe"] == 4.0
     row = summary["contenders"]["good/single"]
     assert row["sharpe"]["best"] == 2.0
     assert row["share"]["best"] == pytest.approx(0.5)
     assert row["dsr_max"]["best"] == 0.5
-    assert row["share_quartiles"]["best"] == pytest.approx([0.35, 0.65])  # of the two finite shares
-
-
-def test_share_quartiles_and_range_over_five_seeds() -> None:
-    results = [
-        SeedResult("daily20", seed, 3.0, 1.0, {"good/single": _result(1.0, share)})
-        for seed, share in enumerate([0.1, 0.9, 0.5, 1.3, 0.7])
-    ]
-    row = summarise(results)["daily20"]["contenders"]["good/single"]
-    assert row["share_quartiles"]["best"] == pytest.approx([0.5, 0.9])
-    assert row["share_min_max"]["best"] == [0.1, 1.3]
-
-
-def test_overrides_change_the_signal_budget_and_agent() -> None:
-    case = with_overrides(CASES["daily20"], signal_strength=0.05, budget_env_steps=4096)
-    assert (case.signal.kind, case.signal.strength, case.budget_env_steps) == ("reversal", 0.05, 4096)
-    assert with_overrides(CASES["daily20"], None, None) == CASES["daily20"]
-    spec = bench_spec(case, seed=1, hyper="poor", agent_changes=agent_changes_for(0.125))
-    assert spec.data.synthetic.signal_strength == 0.05
-    assert spec.tournament.budget_env_steps == 4096
-    assert (spec.agent["h_term_coef"], spec.agent["learning_rate"]) == (0.125, 3e-2)
-    assert agent_changes_for(None) == {}
-    with pytest.raises(SpecError, match="no signal"):
-        with_overrides(CASES["daily20-none"], 0.05, None)
+    assert row["share_per_seed"]["best"][:2] == [0.2, 0.8]
 
 
 @pytest.mark.parametrize(
@@ -85,10 +105,6 @@ def test_overrides_change_the_signal_budget_and_agent() -> None:
         (("--contender", "swarm"), "--contender 'swarm'"),
         (("--hyper", "great"), "--hyper 'great'"),
         (("--seeds", "0"), "--seeds must be >= 1"),
-        (("--h-term-coef", "-0.5"), "--h-term-coef -0.5: must be >= 0"),
-        (("--signal-strength", "2"), "--signal-strength 2.0: must be in [0, 0.9]"),
-        (("--budget-env-steps", "0"), "--budget-env-steps must be >= 1"),
-        (("--case", "daily20-none", "--signal-strength", "0.05"), "case 'daily20-none' has no signal"),
     ],
 )
 def test_bad_flags_are_one_line_errors(args: tuple[str, ...], message: str) -> None:
@@ -96,3 +112,17 @@ def test_bad_flags_are_one_line_errors(args: tuple[str, ...], message: str) -> N
     assert result.exit_code == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_learning_curves_plot_shares_and_a_null_case_s_excess_sharpe(tmp_path: Path) -> None:
+    curve = [[512.0, 3.0, 0.2, 0.1], [1024.0, 6.0, 0.6, 0.3]]
+    edge = ContenderResult(
+        sharpe={"best": 1.3}, share={"best": 0.6}, dsr={"best": 0.9}, num_trials=2, env_steps=1024,
+        seconds=6.0, curve=curve,
+    )  # fmt: skip
+    results = [
+        SeedResult("daily20-reversal-ic05-5bp", 0, 1.5, 1.0, {"good/single": edge}, 1.2, 0.4),
+        SeedResult("daily20-none-5bp", 0, 1.0, 1.0, {"good/single": edge}, 0.9, math.nan),
+    ]
+    written = plot_curves(results, tmp_path / "plots" / "curves.png")
+    assert written.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

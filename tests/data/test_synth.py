@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from finpod.data import synth
-from finpod.data.synth import SignalSpec, alpha_symbols, drag_symbols, synth_market
+from finpod.data import signals, synth
+from finpod.data.signals import SignalSpec
+from finpod.data.synth import alpha_symbols, drag_symbols, synth_market
 from finpod.data.validate import validate_bars
 from finpod.errors import SpecError
 
@@ -217,3 +218,77 @@ def test_alpha_annual_zero_switches_the_drift_alpha_off() -> None:
     assert closes.shape == (30, 8)
     with pytest.raises(SpecError, match="alpha_annual"):
         synth_market(8, 30, "1d", seed=1, alpha_annual=2.0)
+
+
+def _demeaned(frame: pd.DataFrame) -> np.ndarray:
+    values = frame.to_numpy()
+    return values - values.mean(axis=1, keepdims=True)
+
+
+def _predictor_from_bars(kind: str, bars: pd.DataFrame) -> np.ndarray:
+    """``(T, M)`` the kind's predictor at every bar, recomputed from the bars alone (its documented model)."""
+    log_close = np.log(_closes(bars))
+    d1 = _demeaned(log_close.diff(1))
+    d5 = _demeaned(log_close.diff(5))
+    if kind == "reversal":
+        return -d1
+    if kind == "momentum":
+        return d1
+    if kind == "reversal_5":
+        return -d5
+    if kind == "momentum_60":
+        return _demeaned(log_close.diff(60))
+    if kind == "volume":
+        log_volume = np.log1p(bars.pivot(index="timestamp", columns="symbol", values="volume"))
+        rolling = log_volume.rolling(30)
+        volume_z = ((log_volume - rolling.mean()) / rolling.std(ddof=0)).to_numpy()
+        return d1 * (volume_z - 1.0)
+    return signals.cross_sectional_z(d1) * signals.cross_sectional_z(d5 - d1)
+
+
+def _mean_ic(predictor: np.ndarray, bars: pd.DataFrame) -> float:
+    """Average over bars of the cross-sectional Pearson correlation of ``predictor[t]`` and ``d[t + 1]``."""
+    following = _demeaned(np.log(_closes(bars)).diff(1))[1:]
+    now = predictor[:-1]
+    rows = np.isfinite(now).all(axis=1) & np.isfinite(following).all(axis=1)
+    x, y = signals.cross_sectional_z(now[rows]), signals.cross_sectional_z(following[rows])
+    return float(np.mean(np.mean(x * y, axis=1)))
+
+
+@pytest.mark.parametrize("kind", ["reversal", "momentum", "reversal_5", "momentum_60", "volume", "nonlinear"])
+def test_every_kind_realises_its_target_information_coefficient(kind: str) -> None:
+    """The realised IC of each kind's documented predictor is its strength (realistic: 0.05) +- 0.015."""
+    target = 0.05
+    bars = synth_market(40, 1500, "1d", seed=21, signal=SignalSpec(kind, target), alpha_annual=0.0)  # type: ignore[arg-type]
+    assert _mean_ic(_predictor_from_bars(kind, bars), bars) == pytest.approx(target, abs=0.015)
+    plain = synth_market(40, 1500, "1d", seed=21, alpha_annual=0.0)
+    assert abs(_mean_ic(_predictor_from_bars(kind, plain), plain)) < 0.015
+
+
+def test_a_minute_market_realises_its_target_information_coefficient() -> None:
+    bars = synth_market(20, 30, "1min", seed=5, signal=SignalSpec("volume", 0.05), alpha_annual=0.0)
+    assert _mean_ic(_predictor_from_bars("volume", bars), bars) == pytest.approx(0.05, abs=0.015)
+
+
+def test_the_nonlinear_kind_is_invisible_to_every_single_feature() -> None:
+    """No one-feature linear predictor (a 1-, 5- or 60-bar return) sees the interaction."""
+    bars = synth_market(40, 1500, "1d", seed=22, signal=SignalSpec("nonlinear", 0.08), alpha_annual=0.0)
+    for kind in ("momentum", "reversal_5", "momentum_60"):
+        assert abs(_mean_ic(_predictor_from_bars(kind, bars), bars)) < 0.015
+    assert _mean_ic(_predictor_from_bars("nonlinear", bars), bars) == pytest.approx(0.08, abs=0.015)
+
+
+def test_the_new_kinds_leave_the_cross_sectional_mean_and_the_draws_alone() -> None:
+    plain = synth_market(10, 300, "1d", seed=9)
+    for kind in ("reversal_5", "momentum_60", "volume", "nonlinear"):
+        planted = synth_market(10, 300, "1d", seed=9, signal=SignalSpec(kind, 0.3))  # type: ignore[arg-type]
+        np.testing.assert_allclose(
+            np.log(_closes(planted)).diff().iloc[1:].mean(axis=1),
+            np.log(_closes(plain)).diff().iloc[1:].mean(axis=1),
+            atol=1e-9,
+        )
+        first = signals.warmup_bars(kind)
+        pd.testing.assert_frame_equal(
+            planted.groupby("symbol").head(first).reset_index(drop=True),
+            plain.groupby("symbol").head(first).reset_index(drop=True),
+        )

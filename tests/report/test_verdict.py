@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from rich.console import Console
 from scipy import stats
 
-from finpod.pipeline.summary import summary_dict
+from finpod.pipeline.summary import print_summary, summary_dict
 from finpod.report import write_report
 from finpod.report.verdict import (
     EVENTS_FILE,
@@ -166,3 +169,48 @@ def test_metrics_json_html_and_summary_carry_the_verdict(tmp_path: Path) -> None
     assert best == json.loads(json.dumps(expected.to_json()))
     assert best["sentence"].startswith("best ")
     assert summary_dict(backtest, None, tmp_path)["verdict"]["best"] == best
+
+
+def test_the_second_verdict_is_against_the_linear_baseline(tmp_path: Path) -> None:
+    plain = make_backtest()
+    linear = dataclasses.replace(plain.traders["ensemble_top3"], name="linear", kind="baseline")
+    traders = {name: result for name, result in plain.traders.items() if name != "ensemble_top3"}
+    backtest = dataclasses.replace(plain, traders={**traders, "linear": linear})
+    fit = {"ridge": {"coefficients": {"logret_1": -0.1}}, "trading": {"params": {"tilt": 1.0}}}
+    paths = write_report(
+        tmp_path,
+        backtest=backtest,
+        validation=None,
+        spec=SPEC,
+        leaderboard_history=make_history(),
+        leaderboard_entries=make_entries(),
+        run_info=RUN_INFO,
+        render=False,
+        linear_baseline=fit,
+    )
+    metrics = json.loads(paths.metrics_json.read_text(encoding="utf-8"))
+    versus = metrics["verdict_vs_linear"]
+    assert versus["benchmark"] == "linear"
+    assert set(versus["traders"]) == {"best"}  # baselines get no verdict
+    sentence = versus["traders"]["best"]["sentence"]
+    assert re.fullmatch(
+        r"best vs linear: [+-]\d+\.\d\d Sharpe \[95% CI [+-]\d+\.\d\d, [+-]\d+\.\d\d\]", sentence
+    )
+    expected = judge("best", backtest.traders["best"].returns, linear.returns, [], benchmark_name="linear")
+    assert versus["traders"]["best"]["sharpe_difference"] == pytest.approx(expected.sharpe_difference)
+    assert metrics["linear_baseline"] == fit
+    assert summary_dict(backtest, None, tmp_path)["verdict_vs_linear"]["best"]["sentence"] == sentence
+    printed = Console(record=True, width=200)
+    print_summary(printed, backtest, None, None, tmp_path)
+    assert f"verdict: {sentence}" in printed.export_text()
+    without = write_report(
+        tmp_path / "plain",
+        backtest=plain,
+        validation=None,
+        spec=SPEC,
+        leaderboard_history=make_history(),
+        leaderboard_entries=make_entries(),
+        run_info=RUN_INFO,
+        render=False,
+    )
+    assert json.loads(without.metrics_json.read_text(encoding="utf-8"))["verdict_vs_linear"] is None

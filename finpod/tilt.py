@@ -1,0 +1,257 @@
+"""The tilt family: per-asset scores -> long-only target weights, and its fit through the env with costs.
+
+The oracle (:mod:`finpod.oracle`, scores = the planted signal's true predictor) and the linear
+baseline (:mod:`finpod.linear_baseline`, scores = a ridge prediction) trade the same family. With
+``z`` the cross-sectional z-score of the scores at a bar (0 when they are flat), one member is
+:class:`TiltParams` ``(tilt, top_fraction, band)``:
+
+1. **tilt**: ``raw[m] = max(0, 1 + tilt * z[m])`` (``tilt = 0``: equal raw weights);
+2. **concentration**: only the ``ceil(top_fraction * M)`` names with the highest ``z`` keep their raw
+   weight, the rest get 0; ``w = raw / sum(raw)`` (equal over the kept names if their raw sum is 0);
+3. **no-trade band**: a name whose target is within ``band`` (a fraction of equity) of its current
+   weight (read from the observation) keeps its current weight; cash absorbs the difference, and
+   when the kept weights leave less than the traded names' targets need, the traded names shrink
+   in proportion (so weights never sum above 1).
+
+:func:`fit_tilt` picks the member with the highest Sharpe over a segment from a grid, every member
+trading in its own env of ONE batched pass (same fills, costs and env band as every trader).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from itertools import product
+from typing import Any, Final
+
+import empyrical as ep
+import numpy as np
+import torch
+
+from finpod.backtest.pyfolio_format import daily_returns
+from finpod.backtest.recorder import LedgerRecorder, backtest_config
+from finpod.data.panel import Panel
+from finpod.env.config import EnvConfig
+from finpod.env.trading_env import TradingEnv
+from finpod.errors import SpecError
+from podracer.api import Policy
+
+ScoreFn = Callable[[torch.Tensor], torch.Tensor]
+"""Observations ``(N, D)`` -> per-asset scores ``(N, M)`` (higher: a better next-bar return)."""
+STD_FLOOR: Final[float] = 1e-12
+"""Scores whose cross-sectional std is below this are flat: ``z = 0``."""
+TILTS: Final[tuple[float, ...]] = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+"""The grid's weight tilts per cross-sectional standard deviation of the score."""
+TOP_FRACTIONS: Final[tuple[float, ...]] = (1.0, 0.5, 0.25, 0.1, 0.05)
+"""The grid's concentrations: the share of names held."""
+BANDS_PER_EQUAL_WEIGHT: Final[tuple[float, ...]] = (0.0, 0.25, 0.5, 0.75)
+"""The grid's no-trade bands, in units of the equal weight ``1 / M``; all below one equal weight, or
+a member starting from cash would never buy an equal-weight target (its first trade is inside the
+band), and a cash "trader" that pays no costs could win the fit on a costly market."""
+FIT_MAX_BARS: Final[int] = 20_000
+"""The family is fitted on at most the segment's last this many bars (about 51 minute sessions, or
+all of any daily segment), so a fit on years of minute bars takes seconds, not minutes."""
+FIT_WINDOW: Final[str] = "fit_window"
+"""The name of the fitted window as an extra segment of the panel."""
+FIT_SEED: Final[int] = 0
+"""The fit's env is deterministic (no random start); the seed only satisfies the env's signature."""
+FAMILY: Final[str] = (
+    "long-only tilt: w ∝ max(0, 1 + tilt z) over the top ceil(top_fraction M) names by z, "
+    "no-trade band (fraction of equity) around the current weights"
+)
+
+
+@dataclass(frozen=True)
+class TiltParams:
+    """One member of the family (see the module docstring).
+
+    Attributes:
+        tilt: weight tilt per cross-sectional standard deviation of the score (>= 0).
+        top_fraction: share of the names held, in ``(0, 1]``.
+        band: no-trade band around the current weights, a fraction of equity in ``[0, 1)``.
+    """
+
+    tilt: float = 1.0
+    top_fraction: float = 1.0
+    band: float = 0.0
+
+    def __post_init__(self) -> None:
+        """Reject a parameter outside its range (one line, the fix)."""
+        if not (math.isfinite(self.tilt) and self.tilt >= 0.0):
+            raise SpecError(f"tilt {self.tilt}: must be a finite number >= 0, e.g. 1.0")
+        if not (math.isfinite(self.top_fraction) and 0.0 < self.top_fraction <= 1.0):
+            raise SpecError(f"top_fraction {self.top_fraction}: must be in (0, 1], e.g. 0.5")
+        if not (math.isfinite(self.band) and 0.0 <= self.band < 1.0):
+            raise SpecError(f"band {self.band}: must be a fraction of equity in [0, 1), e.g. 0.01")
+
+    def to_json(self) -> dict[str, float]:
+        """The parameters as a plain dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TiltFit:
+    """The member of the grid that scored best on a segment.
+
+    Attributes:
+        params: the chosen member.
+        sharpe: its annualised Sharpe over the fit segment (daily returns, through the env).
+        segment: the segment it was fitted on.
+        grid_size: members tried.
+    """
+
+    params: TiltParams
+    sharpe: float
+    segment: str
+    grid_size: int
+
+    def to_json(self) -> dict[str, Any]:
+        """Family, parameters and fit as plain values (``metrics.json``, the bench)."""
+        return {
+            "family": FAMILY,
+            "params": self.params.to_json(),
+            "fit_segment": self.segment,
+            "fit_sharpe": self.sharpe,
+            "grid_size": self.grid_size,
+        }
+
+
+def default_grid(num_assets: int) -> list[TiltParams]:
+    """The grid :func:`fit_tilt` searches: :data:`TILTS` x :data:`TOP_FRACTIONS` x bands of ``M`` names."""
+    return [
+        TiltParams(tilt, top, band / num_assets)
+        for tilt, top, band in product(TILTS, TOP_FRACTIONS, BANDS_PER_EQUAL_WEIGHT)
+    ]
+
+
+def _params_tensor(params: Sequence[TiltParams], device: torch.device) -> torch.Tensor:
+    """``(G, 3)`` float32: tilt, top fraction, band."""
+    rows = [[p.tilt, p.top_fraction, p.band] for p in params]
+    return torch.tensor(rows, dtype=torch.float32, device=device)
+
+
+def tilt_weights(scores: torch.Tensor, current: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
+    """Target weights ``(N, M + 1)`` over ``[cash, asset_1 .. asset_M]``.
+
+    Args:
+        scores: ``(N, M)`` per-asset scores.
+        current: ``(N, M)`` current weights (fractions of equity, from the observation).
+        params: ``(N, 3)`` or ``(1, 3)`` rows of ``(tilt, top_fraction, band)``.
+    """
+    num_assets = scores.shape[1]
+    tilt, top_fraction, band = params[:, 0:1], params[:, 1:2], params[:, 2:3]
+    centred = scores - scores.mean(dim=1, keepdim=True)
+    spread = centred.square().mean(dim=1, keepdim=True).sqrt()
+    z = torch.where(spread > STD_FLOOR, centred / spread.clamp_min(STD_FLOOR), 0.0)
+    raw = (1.0 + tilt * z).clamp_min(0.0)
+    keep_count = torch.ceil(top_fraction * num_assets).clamp(1, num_assets)
+    rank = z.argsort(dim=1, descending=True, stable=True).argsort(dim=1)
+    kept = rank < keep_count
+    raw = torch.where(kept, raw, 0.0)
+    total = raw.sum(dim=1, keepdim=True)
+    equal_kept = kept.to(raw.dtype) / kept.sum(dim=1, keepdim=True)
+    target = torch.where(total > 0.0, raw / total.clamp_min(STD_FLOOR), equal_kept)
+    hold = (target - current).abs() <= band
+    held = torch.where(hold, current, 0.0)
+    traded = torch.where(hold, 0.0, target)
+    room = (1.0 - held.sum(dim=1, keepdim=True)).clamp_min(0.0)
+    traded_sum = traded.sum(dim=1, keepdim=True)
+    shrink = torch.where(traded_sum > room, room / traded_sum.clamp_min(STD_FLOOR), 1.0)
+    weights = held + traded * shrink
+    cash = (1.0 - weights.sum(dim=1, keepdim=True)).clamp_min(0.0)
+    return torch.cat([cash, weights], dim=1)
+
+
+def current_weights(obs: torch.Tensor, num_assets: int, num_features: int) -> torch.Tensor:
+    """``(N, M)`` current asset weights read from observation rows ``(N, D)`` (see finpod.env.observation)."""
+    start = num_assets * num_features
+    return obs[:, start : start + num_assets]
+
+
+def tilt_policy(panel: Panel, score_fn: ScoreFn, params: TiltParams | Sequence[TiltParams]) -> Policy:
+    """The family's deterministic policy on ``panel``'s observations.
+
+    Args:
+        panel: the market (its asset and feature counts give the observation's layout).
+        score_fn: observations ``(N, D)`` -> scores ``(N, M)``.
+        params: one member for every row, or one member per row (``N = len(params)``, a batch).
+    """
+    members = [params] if isinstance(params, TiltParams) else list(params)
+    table = _params_tensor(members, panel.device)
+    num_assets, num_features = panel.num_assets, panel.num_features
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        current = current_weights(obs, num_assets, num_features)
+        return tilt_weights(score_fn(obs), current, table.to(obs.device))
+
+    return act
+
+
+def batch_sharpes(
+    panel: Panel,
+    segment: str,
+    config: EnvConfig,
+    policy: Policy,
+    num_envs: int,
+    device: torch.device,
+) -> np.ndarray:
+    """Annualised Sharpe ``(num_envs,)`` of each env of ONE batched pass over ``segment``.
+
+    Env ``i`` trades row ``i`` of ``policy``'s batch (backtest mode: from the segment's first bar to
+    its end, the traders' fills and costs); 0 for a flat return series.
+    """
+    with torch.inference_mode():
+        env = TradingEnv(panel, segment, backtest_config(config, panel, segment), num_envs, FIT_SEED, device)
+        recorder = LedgerRecorder(panel, segment, config, device, num_envs=num_envs)
+        obs, _ = env.reset(seed=FIT_SEED)
+        for _ in range(1, recorder.num_bars):
+            obs, _, _, _, info = env.step(policy(obs))
+            recorder.record(info)
+        ledgers = recorder.ledgers()
+    sharpes = []
+    for ledger in ledgers:
+        returns = daily_returns(panel, ledger.first_bar, ledger.equity_usd, config.initial_cash_usd)
+        sharpe = float(ep.sharpe_ratio(returns.to_numpy()))
+        sharpes.append(sharpe if math.isfinite(sharpe) else 0.0)
+    return np.asarray(sharpes)
+
+
+def fit_tilt(
+    panel: Panel,
+    segment: str,
+    config: EnvConfig,
+    score_fn: ScoreFn,
+    device: torch.device,
+    grid: Sequence[TiltParams] | None = None,
+) -> TiltFit:
+    """The grid member with the highest Sharpe over ``segment`` (its last :data:`FIT_MAX_BARS` bars),
+    all members in one batched env pass.
+
+    Args:
+        panel: the market (must hold ``segment``).
+        segment: where to fit (``"train"`` for the oracle and the linear baseline).
+        config: the traders' env settings (``weights`` action mode; fee, spread, caps, env band).
+        score_fn: observations ``(N, D)`` -> scores ``(N, M)``.
+        device: where the env runs.
+        grid: the members to try (default :func:`default_grid`); ties go to the earlier member.
+
+    Raises:
+        SpecError: ``config`` is not in ``weights`` action mode.
+    """
+    if config.action_mode != "weights":
+        raise SpecError(
+            f"env action_mode {config.action_mode!r}: the tilt family targets weights; "
+            "set env.action_mode = 'weights'"
+        )
+    members = default_grid(panel.num_assets) if grid is None else list(grid)
+    start, stop = panel.segment(segment)
+    window = dataclasses.replace(
+        panel, segments={**panel.segments, FIT_WINDOW: (max(start, stop - FIT_MAX_BARS), stop)}
+    )
+    sharpes = batch_sharpes(
+        window, FIT_WINDOW, config, tilt_policy(window, score_fn, members), len(members), device
+    )
+    best = int(np.argmax(sharpes))
+    return TiltFit(members[best], float(sharpes[best]), segment, len(members))

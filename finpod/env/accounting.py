@@ -45,7 +45,8 @@ def weights_to_orders(
 
     Args:
         actions: ``(N, M + 1)`` scores in ``[0, 1]`` over ``[cash, asset_1 .. asset_M]`` (clamped),
-            normalised to weights ``w = a / sum(a)``; an all-zero row means all cash.
+            normalised to weights ``w = a / sum(a)``; an all-zero row means all cash. Any floating
+            dtype (the env's are float32): widened to the dtype of ``shares`` (exactly).
         cash_usd: float64 ``(N,)`` cash before the trades.
         shares: float64 ``(N, M)`` holdings before the trades.
         fill_price: float64 ``(N, M)`` fill price of the bar the orders execute in (USD/share).
@@ -53,17 +54,19 @@ def weights_to_orders(
 
     Returns:
         float64 ``(N, M)`` signed share orders (buy > 0) before limits and costs: target value is
-        ``w_i x`` the portfolio's value at the fill prices; zero inside the band.
+        ``w_i x`` the portfolio's value at the fill prices; zero inside the band. A target is never
+        negative, so an order never sells more than is held. The result may be a strided view of
+        a fresh ``(N, M + 1)`` buffer (the scores' own, reused in place).
     """
-    scores = actions.clamp(0.0, 1.0)
+    scores = actions.to(dtype=shares.dtype, copy=True).clamp_(0.0, 1.0)
     total = scores.sum(dim=1)
     held_usd = shares * fill_price
     equity_usd = cash_usd + held_usd.sum(dim=1)
     usd_per_score = torch.where(total > 0.0, equity_usd / total, torch.zeros_like(total))
-    target_usd = scores[:, 1:] * usd_per_score.unsqueeze(1)
+    target_usd = scores[:, 1:].mul_(usd_per_score.unsqueeze(1))
     if rebalance_band == 0.0:
         return target_usd.div_(fill_price).sub_(shares)
-    outside_band = (target_usd - held_usd).abs_() >= (rebalance_band * equity_usd).unsqueeze(1)
+    outside_band = held_usd.sub_(target_usd).abs_() >= (rebalance_band * equity_usd).unsqueeze(1)
     return target_usd.div_(fill_price).sub_(shares).mul_(outside_band)
 
 
@@ -91,6 +94,11 @@ def execute_orders(
     then exact functions of the executed quantities; cash is clamped at 0 to absorb rounding.
     All tensors share one floating dtype (float64 in the env: :data:`~finpod.env.state.MONEY_DTYPE`).
 
+    Each ``(N, M)`` pass writes a buffer this function allocated itself (three in all: the sells,
+    which become the new holdings, the buys, and one scratch for the notionals): at ``M = 100`` the
+    passes, not the per-env scalars, are the step's cost. New holdings need no clamp at 0: a sell
+    is at least ``-shares`` and a buy at least 0, and float rounding is monotone.
+
     Args:
         orders: ``(N, M)`` signed share orders (buy > 0).
         cash_usd: ``(N,)`` cash before the trades.
@@ -105,29 +113,30 @@ def execute_orders(
     """
     half_spread = config.half_spread_fraction
     fee_rate = config.fee_rate
-    most_sold = torch.minimum(shares, sell_limit_shares).neg_()
-    orders = torch.clamp(orders, min=most_sold, max=buy_limit_shares)
+    zero = orders.new_zeros(())
+    scratch = torch.minimum(shares, sell_limit_shares).neg_()
+    sells = torch.clamp(orders, min=scratch, max=zero)
+    buys = torch.clamp(orders, min=zero, max=buy_limit_shares)
     if config.whole_shares:
-        orders = orders.trunc()
-    sells = orders.clamp(max=0.0)
-    buys = orders.clamp(min=0.0)
-    sell_usd_at_fill = (sells * fill_price).sum(dim=1).neg_()
+        sells, buys = sells.trunc_(), buys.trunc_()
+    sell_usd_at_fill = torch.mul(sells, fill_price, out=scratch).sum(dim=1).neg_()
     sell_exec_usd = sell_usd_at_fill * (1.0 - half_spread)
     cash_after_sells_usd = cash_usd + sell_exec_usd * (1.0 - fee_rate)
-    buy_usd_at_fill = (buys * fill_price).sum(dim=1)
+    buy_usd_at_fill = torch.mul(buys, fill_price, out=scratch).sum(dim=1)
     buy_need_usd = buy_usd_at_fill * ((1.0 + half_spread) * (1.0 + fee_rate))
     short_of_cash = buy_need_usd > cash_after_sells_usd
     smallest_usd = torch.finfo(buy_need_usd.dtype).tiny
     buy_scale = torch.where(short_of_cash, cash_after_sells_usd / buy_need_usd.clamp(min=smallest_usd), 1.0)
-    buys = buys.mul_(buy_scale.unsqueeze(1))
+    new_shares = sells.add_(shares)
     if config.whole_shares:
-        buys = buys.floor()
-        buy_usd_at_fill = (buys * fill_price).sum(dim=1)
+        buys = buys.mul_(buy_scale.unsqueeze(1)).floor_()
+        buy_usd_at_fill = torch.mul(buys, fill_price, out=scratch).sum(dim=1)
+        new_shares = new_shares.add_(buys)
     else:
         buy_usd_at_fill = buy_usd_at_fill * buy_scale
+        new_shares = new_shares.addcmul_(buys, buy_scale.unsqueeze(1))
     buy_exec_usd = buy_usd_at_fill * (1.0 + half_spread)
     new_cash_usd = (cash_after_sells_usd - buy_exec_usd * (1.0 + fee_rate)).clamp(min=0.0)
-    new_shares = (shares + sells).add_(buys).clamp_(min=0.0)
     traded_usd = sell_exec_usd + buy_exec_usd
     spread_usd = (sell_usd_at_fill + buy_usd_at_fill) * half_spread
     cost_usd = spread_usd + traded_usd * fee_rate

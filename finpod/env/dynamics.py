@@ -126,7 +126,7 @@ def settle(
     Args:
         config: costs, limits, action and reward modes.
         actions: float32 ``(N, M + 1)`` (``weights``) or ``(N, M)`` (``share_delta``), widened to
-            float64 here.
+            float64 where they become orders.
         cash_usd: float64 ``(N,)`` cash before the bar.
         shares: float64 ``(N, M)`` holdings before the bar.
         equity_usd: float64 ``(N,)`` equity at the previous close (for the reward).
@@ -134,12 +134,11 @@ def settle(
             float64 once here (cheaper than a cast inside every mixed-dtype operation).
     """
     bar = bar.to(MONEY_DTYPE)
-    actions = actions.to(MONEY_DTYPE)
     fill_price = bar[:, FILL_ROW]
     if config.action_mode == "weights":
         orders = weights_to_orders(actions, cash_usd, shares, fill_price, config.rebalance_band)
     else:
-        orders = share_delta_to_orders(actions, config.max_shares)
+        orders = share_delta_to_orders(actions.to(MONEY_DTYPE), config.max_shares)
     fills = execute_orders(
         orders,
         cash_usd,

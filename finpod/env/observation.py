@@ -101,6 +101,6 @@ def fill_observation(
     num_assets = holdings_usd.shape[1]
     weights_end = rows.shape[1] - NUM_PORTFOLIO_COLUMNS_BEYOND_ASSETS - NUM_BAR_COLUMNS_AFTER_PORTFOLIO
     inverse_equity = equity_usd.reciprocal().unsqueeze(1)
-    rows[:, weights_end - num_assets : weights_end] = holdings_usd * inverse_equity
+    torch.mul(holdings_usd, inverse_equity, out=rows[:, weights_end - num_assets : weights_end])
     rows[:, weights_end : weights_end + 1] = cash_usd.unsqueeze(1) * inverse_equity
     return rows

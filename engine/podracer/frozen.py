@@ -10,7 +10,9 @@ it), on a CPU, because:
 
 - both run each layer as a ``baddbmm`` (:class:`~podracer.networks.FrozenMLP` over a batch of one
   matrix): per matrix, its bits do not depend on the batch size, where ``addmm`` and ``baddbmm``
-  differ for some shapes;
+  differ for some shapes; the output layer is zero-padded to a multiple of
+  :data:`~podracer.networks.OUTPUT_QUANTUM` outputs, since at other widths MKL rounds a batch of one
+  differently from a stack on some CPUs (an AMD EPYC: width 10, every draw);
 - a transcendental elementwise op (the head's softplus, a tanh or ELU layer) gives different bits in
   the vectorised loop and in its scalar tail, so every row it sees must start and end on a
   :data:`LANE_QUANTUM` boundary: the head pads its logits to one, and :meth:`StackedActors.compatible`
@@ -214,7 +216,7 @@ class StackedActors:
             x = torch.baddbmm(bias, x, weight)
             if index < last:
                 x = self._activations[index](x)
-        unit = beta_mean(x, self.action_dim).squeeze(1)
+        unit = beta_mean(x[..., : 2 * self.action_dim], self.action_dim).squeeze(1)
         if self._unit_range:
             return unit
         return self._low + self._span * unit

@@ -32,6 +32,11 @@ _IN_PLACE: dict[type[nn.Module], Callable[[torch.Tensor], torch.Tensor]] = {
 }
 """The same activations as in-place functions (same numbers, no module call, no new tensor)."""
 
+OUTPUT_QUANTUM = 16
+"""A frozen MLP's last layer is stored zero-padded to a multiple of this many outputs: MKL's
+``baddbmm`` rounds a product whose width is not a multiple of 8 differently with a batch of one
+matrix and with several (measured on an AMD EPYC: every one of 300 draws at width 10), while padded
+widths give the same bits alone and stacked (:mod:`podracer.frozen`)."""
 HIDDEN_INIT_GAIN = math.sqrt(2.0)
 """Orthogonal-init gain of hidden layers (the usual PPO choice)."""
 ACTOR_HEAD_INIT_GAIN = 0.01
@@ -113,13 +118,22 @@ class FrozenMLP:
                 "FrozenMLP needs an nn.Sequential of Linear layers with a Tanh, ReLU or ELU between each"
             )
         self._activations = [fn for fn in activations if fn is not None]
+        self.out_features = linears[-1].out_features
+        """The network's output width (its last layer is stored zero-padded, see :meth:`__call__`)."""
+        padding = -self.out_features % OUTPUT_QUANTUM
         with torch.no_grad():
             self._layers = [(x.weight.detach().t().contiguous(), x.bias.detach().clone()) for x in linears]
+            weight_t, bias = self._layers[-1]
+            self._layers[-1] = (
+                torch.nn.functional.pad(weight_t, (0, padding)),
+                torch.nn.functional.pad(bias, (0, padding)),
+            )
         self._batched = [(weight_t.unsqueeze(0), bias.view(1, 1, -1)) for weight_t, bias in self._layers]
 
     @property
     def layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Each linear layer's ``(weight (in, out), bias (out,))``, input layer first."""
+        """Each linear layer's ``(weight (in, out), bias (out,))``, input layer first; the last
+        layer's ``out`` is :attr:`out_features` zero-padded to a multiple of :data:`OUTPUT_QUANTUM`."""
         return self._layers
 
     @property
@@ -135,7 +149,7 @@ class FrozenMLP:
             batch = torch.baddbmm(bias, batch, weight_t)
             if index < last:
                 batch = self._activations[index](batch)  # in place on the fresh product
-        return batch.squeeze(0)
+        return batch.squeeze(0)[:, : self.out_features]
 
 
 class ActorCritic(nn.Module):

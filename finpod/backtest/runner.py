@@ -136,18 +136,13 @@ def step_policies(
     count = len(policies)
     traders = TraderBatch(policies)
     tuner = ThreadTuner(thread_candidates(traders, count))
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        tuner.tick()  # the tuner picks the thread count of each step
+        return traders(obs)
+
     try:
-        with torch.inference_mode():
-            env = TradingEnv(
-                panel, segment, backtest_config(config, panel, segment), count, BACKTEST_SEED, device
-            )
-            recorder = LedgerRecorder(panel, segment, config, device, num_envs=count)
-            obs, _ = env.reset(seed=BACKTEST_SEED)
-            for _ in range(1, recorder.num_bars):
-                tuner.tick()
-                obs, _, _, _, info = env.step(traders(obs))
-                recorder.record(info)
-            ledgers = recorder.ledgers()
+        ledgers = step_rows(panel, segment, config, act, count, device)
     finally:
         tuner.close()
     if threads_used is not None:

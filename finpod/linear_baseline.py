@@ -21,9 +21,11 @@ bit-identical).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import torch
@@ -239,3 +241,13 @@ def fit_linear_trader(panel: Panel, config: EnvConfig, device: torch.device) -> 
     scores = ridge_scores(panel, ridge.feature_index, ridge.coefficients)
     tilt = fit_tilt(panel, FIT_SEGMENT, config, scores, device)
     return LinearTrader(ridge, tilt, tilt_policy(panel, scores, tilt.params))
+
+
+def saved_baseline(run_root: Path, panel: Panel) -> dict[str, Policy]:
+    """The run's linear baseline as ``{"linear": policy}`` with the coefficients and trading
+    parameters its ``metrics.json`` saved (nothing refitted), or ``{}`` for a run without one."""
+    from finpod.report.verdict import LINEAR_NAME
+    from finpod.report.writer import METRICS_FILE
+
+    fit = json.loads((run_root / METRICS_FILE).read_text(encoding="utf-8")).get("linear_baseline")
+    return {} if fit is None else {LINEAR_NAME: policy_from_json(panel, fit)}

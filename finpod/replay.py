@@ -11,7 +11,6 @@ recomputed from the run's own spec and dataset.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,12 +25,10 @@ from finpod.data.calendar import NS_PER_DAY, session_day_numbers
 from finpod.data.panel_builder import build_panel
 from finpod.data.store import read_dataset
 from finpod.errors import DataError, SpecError
-from finpod.linear_baseline import policy_from_json
+from finpod.linear_baseline import saved_baseline
 from finpod.pipeline.rundir import RunDir
 from finpod.pipeline.trader_inputs import trader_inputs
 from finpod.pipeline.training import env_config
-from finpod.report.verdict import LINEAR_NAME
-from finpod.report.writer import METRICS_FILE
 from finpod.spec import Spec
 from finpod.trader import load_policy
 from podracer import Leaderboard
@@ -128,8 +125,7 @@ def backtest(
     if len(_board_lineages(folder, spec.tournament.ensemble_k)) >= 2:
         traders.append(load_policy(folder.root, "ensemble", **_policy_options(spec), device=str(where)))
     policies = {trader.name: trader.act for trader in traders}
-    fit = json.loads((folder.root / METRICS_FILE).read_text(encoding="utf-8")).get("linear_baseline")
-    linear = {} if fit is None else {LINEAR_NAME: policy_from_json(panel, fit)}
+    linear = saved_baseline(folder.root, panel)
     settings = env_config(spec, random_start=False)
     return run_backtest(panel, REPLAY_SEGMENT, settings, policies, where, baselines=linear)
 

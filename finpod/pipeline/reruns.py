@@ -15,6 +15,7 @@ from finpod.backtest.result import BacktestResult
 from finpod.backtest.runner import run_backtest
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
+from finpod.linear_baseline import saved_baseline
 from finpod.pipeline.inputs import backtest_panel, load_bars, selection_panel, universe_symbols
 from finpod.pipeline.main import PROBE_ENVS, PROBE_SEED, select
 from finpod.pipeline.rundir import RunDir
@@ -64,7 +65,9 @@ def backtest_run(run_dir: Path, segment: str) -> BacktestResult:
         panel, TRAIN_SEGMENT, env_config(spec, random_start=True), PROBE_ENVS, PROBE_SEED, device
     )
     policies = select(spec, Leaderboard.open(board_dir), agent_factory(probe, device))
-    return run_backtest(panel, segment, env_config(spec, random_start=False), policies, device)
+    linear = saved_baseline(run.root, panel)
+    settings = env_config(spec, random_start=False)
+    return run_backtest(panel, segment, settings, policies, device, baselines=linear)
 
 
 def rerun_backtest(

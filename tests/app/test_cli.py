@@ -115,7 +115,7 @@ def test_backtest_rerun_reproduces_the_saved_returns(finished_run: Path) -> None
     assert result.exit_code == 0, result.stderr
     assert "backtest 2019-10-01 .. 2019-12-31" in result.stdout
     returns = pd.read_csv(finished_run / "rerun" / "backtest" / "returns.csv", index_col=0)
-    assert {"best", "ensemble_top2", "equal_weight", "market", "cash"} <= set(returns.columns)
+    assert {"best", "ensemble_top2", "equal_weight", "linear", "market", "cash"} <= set(returns.columns)
     original = pd.read_csv(finished_run / "returns.csv", index_col=0)
     pd.testing.assert_frame_equal(returns, original)
     again = run_cli("backtest", str(finished_run), "--segment", "validation")

@@ -140,7 +140,7 @@ def finpod_problem(spec_path: Path, seed: int) -> Problem:
         selection_panel,
         universe_symbols,
     )
-    from finpod.pipeline.training import TRAIN_SEGMENT, base_agent_config, env_config
+    from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, base_agent_config, env_config
     from finpod.spec import Spec
 
     spec = Spec.from_toml(spec_path)
@@ -156,17 +156,7 @@ def finpod_problem(spec_path: Path, seed: int) -> Problem:
     def env(env_seed: int) -> TradingEnv:
         return TradingEnv(selection, TRAIN_SEGMENT, train_config, spec.env.num_envs, env_seed, device)
 
-    def agent(config: Any, agent_seed: int) -> PPOAgent:
-        return PPOAgent(
-            probe.obs_dim,
-            probe.action_dim,
-            probe.action_low,
-            probe.action_high,
-            config,
-            device,
-            agent_seed,
-            layout=probe.layout,
-        )
+    agent = agent_factory(probe, device)  # the pipeline's own: agents built on one thread
 
     def sharpe(panel: Panel, segment: str) -> Callable[[Policy], float]:
         def score(policy: Policy) -> float:

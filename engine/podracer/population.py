@@ -39,6 +39,7 @@ import torch
 from torch import nn
 
 from podracer.api import RoundStats
+from podracer.entity_advantage import entity_policy_loss, entity_terms, with_future
 from podracer.env_stack import stack_envs
 from podracer.errors import TournamentError
 from podracer.normalization import RunningMeanStd
@@ -122,7 +123,8 @@ def _collect(
     stack = stack_envs(envs)
     env = stack.env
     obs_dim, action_dim = agents[0].obs_dim, agents[0].action_dim
-    buf = Rollout.allocate(steps, pods * n, obs_dim, action_dim, device)
+    entities, action_globals = agents[0].entity_shape()
+    buf = Rollout.allocate(steps, pods * n, obs_dim, action_dim, device, entities)
     params = model.parameters()
     generators = [agent.generator for agent in agents]
     normalize, clip = cfg.normalize_observations, cfg.obs_clip
@@ -151,10 +153,18 @@ def _collect(
         raw = model.sample(dist, generators)
         buf.obs[t] = obs.reshape(pods * n, obs_dim)
         buf.unit_actions[t] = raw.reshape(pods * n, action_dim)
-        buf.log_probs[t] = dist.log_prob(raw).reshape(pods * n)
+        if buf.entity_log_probs is None:
+            buf.log_probs[t] = dist.log_prob(raw).reshape(pods * n)
+        else:
+            components = dist.log_prob_components(raw)
+            buf.log_probs[t] = components.sum(dim=-1).reshape(pods * n)
+            buf.entity_log_probs[t] = components[..., action_globals:].reshape(pods * n, entities)
         unit = dist.squash(raw).reshape(pods * n, action_dim)
         actions = unit if (low, high) == (0.0, 1.0) else low + (high - low) * unit
         raw_obs, reward, terminated, truncated, info = env.step(actions)
+        if buf.entity_advantages is not None:
+            terms = entity_terms(dist, raw, info, action_globals)
+            buf.entity_advantages[t] = terms.reshape(pods * n, entities)
         buf.rewards[t] = reward
         buf.terminated[t] = terminated
         buf.truncated[t] = truncated
@@ -192,6 +202,9 @@ def _collect(
     advantages, returns = compute_gae(
         buf.rewards, buf.values, buf.terminated | buf.truncated, last_values, gamma, lam
     )
+    entity_advantages = None
+    if buf.entity_advantages is not None:
+        entity_advantages = with_future(buf.entity_advantages, advantages, buf.rewards, buf.values)
     if normalize:
         count = torch.tensor(float(steps * n), dtype=torch.float64, device=device)
         for agent, total, total_sq in zip(agents, obs_sum, obs_sumsq, strict=True):
@@ -213,6 +226,8 @@ def _collect(
         values=per_pod(buf.values),
         advantages=per_pod(advantages),
         returns=per_pod(returns),
+        entity_log_probs=None if buf.entity_log_probs is None else per_pod(buf.entity_log_probs),
+        entity_advantages=None if entity_advantages is None else per_pod(entity_advantages),
     )
     return batch, metrics, rollouts
 
@@ -245,6 +260,9 @@ class PodBatch:
         values: ``(P, B)`` rollout critic values.
         advantages: ``(P, B)`` GAE advantages.
         returns: ``(P, B)`` value targets.
+        entity_log_probs: ``(P, B, M)`` the entity scores' own log-densities (``advantages =
+            "entity"``), else ``None``.
+        entity_advantages: ``(P, B, M)`` per-entity advantages, else ``None``.
     """
 
     obs: torch.Tensor
@@ -253,6 +271,8 @@ class PodBatch:
     values: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
+    entity_log_probs: torch.Tensor | None = None
+    entity_advantages: torch.Tensor | None = None
 
 
 def _learn(
@@ -273,6 +293,7 @@ def _learn(
     cfg = agents[0].config
     pods, rows = batch.obs.shape[:2]
     device = batch.obs.device
+    _, action_globals = agents[0].entity_shape()
     lrs = []
     for agent in agents:
         lr = learning_rate_at(agent.config, agent.env_steps)
@@ -312,12 +333,28 @@ def _learn(
         epoch_kl = torch.zeros(pods, device=device)
         for idx in minibatches:
             dist, new_values = model.distribution_and_value(model.parameters(), batch.obs[pod_rows, idx])
-            log_ratio = dist.log_prob(batch.unit_actions[pod_rows, idx]) - batch.log_probs[pod_rows, idx]
-            ratio = log_ratio.exp()
             adv = batch.advantages[pod_rows, idx]
             if cfg.normalize_advantages:
                 adv = (adv - adv.mean(dim=1, keepdim=True)) / (adv.std(dim=1, keepdim=True) + 1e-8)
-            policy_loss = torch.max(-adv * ratio, -adv * ratio.clamp(low, high)).mean(dim=1)
+            if batch.entity_log_probs is None or batch.entity_advantages is None:
+                log_ratio = dist.log_prob(batch.unit_actions[pod_rows, idx]) - batch.log_probs[pod_rows, idx]
+                ratio = log_ratio.exp()
+                policy_loss = torch.max(-adv * ratio, -adv * ratio.clamp(low, high)).mean(dim=1)
+            else:
+                components = dist.log_prob_components(batch.unit_actions[pod_rows, idx])
+                log_ratio = components.sum(dim=-1) - batch.log_probs[pod_rows, idx]
+                ratio = log_ratio.exp()
+                policy_loss = entity_policy_loss(
+                    components,
+                    batch.entity_log_probs[pod_rows, idx],
+                    batch.log_probs[pod_rows, idx],
+                    batch.entity_advantages[pod_rows, idx],
+                    adv,
+                    low,
+                    high,
+                    action_globals,
+                    cfg.normalize_advantages,
+                )
             old_values, returns = batch.values[pod_rows, idx], batch.returns[pod_rows, idx]
             value_error = (new_values - returns).square()
             if cfg.clip_value:

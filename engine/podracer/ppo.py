@@ -43,6 +43,7 @@ import torch
 from podracer.api import Policy, RoundStats, TensorVectorEnv
 from podracer.distributions import PolicyDistribution
 from podracer.entity import CrossSectionalActorCritic, EntityLayout
+from podracer.entity_advantage import entity_terms, with_future
 from podracer.errors import SnapshotError
 from podracer.frozen import FrozenActorPolicy, RowWisePolicy
 from podracer.hterm import TrajectoryBuffer
@@ -280,6 +281,13 @@ class PPOAgent:
         self._env = env
         self._next_obs = next_obs
 
+    def entity_shape(self) -> tuple[int, int]:
+        """``(M, K)`` (entities, global action dimensions) with ``advantages = "entity"``, else ``(0, 0)``."""
+        if self.config.advantages != "entity" or not isinstance(self.model, CrossSectionalActorCritic):
+            return 0, 0
+        layout = self.model.layout
+        return layout.num_entities, layout.action_globals
+
     def normalization_constants(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """``(shift, scale)`` ``(D,)`` of the current observation statistics (entities tied alike)."""
         return self._normalization(dtype)
@@ -301,10 +309,15 @@ class PPOAgent:
                 f"env has obs_dim={env.obs_dim}, action_dim={env.action_dim}; "
                 f"agent expects {self.obs_dim}, {self.action_dim}"
             )
+        entities, action_globals = self.entity_shape()
         buf = self._rollout
-        if buf is None or buf.obs.shape[:2] != (steps, num_envs):
+        if (
+            buf is None
+            or buf.obs.shape[:2] != (steps, num_envs)
+            or (buf.entity_advantages is None) != (entities == 0)
+        ):
             buf = self._rollout = Rollout.allocate(
-                steps, num_envs, self.obs_dim, self.action_dim, self.device
+                steps, num_envs, self.obs_dim, self.action_dim, self.device, entities
             )
         raw_obs = self.begin_collection(env)
         obs_sum = torch.zeros(self.obs_dim, dtype=torch.float64, device=self.device)
@@ -321,8 +334,15 @@ class PPOAgent:
             raw = dist.sample(self.generator)
             buf.obs[t] = obs
             buf.unit_actions[t] = raw
-            buf.log_probs[t] = dist.log_prob(raw)
+            if buf.entity_log_probs is None:
+                buf.log_probs[t] = dist.log_prob(raw)
+            else:
+                components = dist.log_prob_components(raw)
+                buf.log_probs[t] = components.sum(dim=-1)
+                buf.entity_log_probs[t] = components[:, action_globals:]
             raw_obs, reward, terminated, truncated, info = env.step(self._scale(dist.squash(raw)))
+            if buf.entity_advantages is not None:
+                buf.entity_advantages[t] = entity_terms(dist, raw, info, action_globals)
             buf.rewards[t] = reward
             buf.terminated[t] = terminated
             buf.truncated[t] = truncated
@@ -353,6 +373,9 @@ class PPOAgent:
         )
         buf.advantages.copy_(advantages)
         buf.returns.copy_(returns)
+        if buf.entity_advantages is not None:
+            entity_advantages = with_future(buf.entity_advantages, advantages, buf.rewards, buf.values)
+            buf.entity_advantages.copy_(entity_advantages)
         if cfg.normalize_observations:
             self.obs_stats.merge(
                 obs_sum, obs_sumsq, torch.tensor(float(steps * num_envs), dtype=torch.float64)

@@ -28,6 +28,7 @@ from podracer.ppo import PPOAgent
 
 STRUCTURE_FIELDS: tuple[str, ...] = (
     "policy",
+    "advantages",
     "hidden_sizes",
     "activation",
     "rollout_steps",

@@ -17,6 +17,7 @@ import torch
 from finpod.data.panel import Panel
 from finpod.env import dynamics
 from finpod.env.config import EnvConfig
+from finpod.env.entity_outcomes import entity_outcomes
 from finpod.env.market import Market, build_market
 from finpod.env.observation import entity_layout, observation_size
 from finpod.env.state import KEY_BITS, EnvState, initial_state, restart_where
@@ -236,7 +237,9 @@ class TradingEnv:
         Returns:
             ``(obs (N, D), reward (N,), terminated (N,), truncated (N,), info)``; info holds
             ``final_obs`` ``(N, D)``, ``equity_usd``, ``cash_usd``, ``cost_usd``, ``traded_usd``,
-            ``bar_index`` (``(N,)``) and ``shares`` ``(N, M)``, all of the step before any reset.
+            ``bar_index`` (``(N,)``) and ``shares`` ``(N, M)``, all of the step before any reset;
+            in ``weights`` mode also ``entity_outcomes`` and ``entity_costs`` ``(N, M)``
+            (:mod:`finpod.env.entity_outcomes`).
         """
         if actions.shape != (self.num_envs, self.action_dim):
             raise SpecError(
@@ -244,6 +247,7 @@ class TradingEnv:
                 f"got {tuple(actions.shape)}"
             )
         step_fn = self._step_fn if self.episode_ends_within(1) else self._advance_fn
+        before = self.state
         self.state, out = step_fn(self.state, actions.to(device=self.device, dtype=torch.float32))
         self.note_steps_taken(1)
         info = {
@@ -255,6 +259,10 @@ class TradingEnv:
             "traded_usd": out.traded_usd,
             "bar_index": out.bar_index,
         }
+        if self.config.action_mode == "weights":
+            info |= entity_outcomes(
+                self.config, self.market, before.cash_usd, before.shares, out.shares, out.bar_index
+            )
         return out.obs, out.reward, out.terminated, out.truncated, info
 
     def stack(self, members: Sequence[TensorVectorEnv]) -> TradingEnv:

@@ -23,8 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from podracer.api import TensorVectorEnv
 from podracer.errors import TournamentError
+from podracer.protocols import TensorVectorEnv
 
 
 @runtime_checkable

@@ -36,8 +36,7 @@ from finpod.report.artifacts import read_segment
 from finpod.report.writer import HTML_FILE, METRICS_FILE, VALIDATION_DIR
 from finpod.spec import Spec
 from finpod.trader import TraderPolicy
-from podracer import Leaderboard
-from podracer.orchestrator import LEADERBOARD_DIR
+from podracer.api import leaderboard_of
 
 __all__ = [
     "RunResult",
@@ -110,5 +109,5 @@ def load_run(run_dir: str | Path) -> RunResult:
     segments = json.loads((folder.root / METRICS_FILE).read_text(encoding="utf-8"))["segments"]
     backtest = read_segment(folder.root, segments["backtest"])
     validation = read_segment(folder.root / VALIDATION_DIR, segments["validation"])
-    entries = leaderboard_records(Leaderboard.open(folder.tournament / LEADERBOARD_DIR))
+    entries = leaderboard_records(leaderboard_of(folder.tournament))
     return RunResult(folder.root, spec, validation, backtest, entries, folder.root / HTML_FILE)

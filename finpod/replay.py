@@ -31,8 +31,7 @@ from finpod.pipeline.trader_inputs import trader_inputs
 from finpod.pipeline.training import env_config
 from finpod.spec import Spec
 from finpod.trader import load_policy
-from podracer import Leaderboard
-from podracer.orchestrator import LEADERBOARD_DIR
+from podracer.api import leaderboard_of
 
 COST_KEYS = ("fee_rate", "half_spread_bps", "max_participation")
 """The ``[env]`` settings ``costs=`` may override."""
@@ -168,4 +167,4 @@ def _policy_options(spec: Spec) -> dict[str, Any]:
 
 def _board_lineages(run: RunDir, k: int) -> list[int]:
     """Ranks of the run's ensemble members: the best entries of its (up to) ``k`` best lineages."""
-    return Leaderboard.open(run.tournament / LEADERBOARD_DIR).top_lineage_ranks(k)
+    return leaderboard_of(run.tournament).top_lineage_ranks(k)

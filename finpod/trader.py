@@ -27,10 +27,7 @@ from finpod.backtest.ensemble import ensemble_policy
 from finpod.errors import SpecError
 from finpod.pipeline.rundir import RunDir
 from finpod.pipeline.training import deterministic_policy
-from podracer import Leaderboard
-from podracer.api import Agent, Policy
-from podracer.orchestrator import LEADERBOARD_DIR
-from podracer.ppo import PPOAgent
+from podracer.api import Agent, Policy, PPOAgent, has_leaderboard, leaderboard_of
 
 TraderName = Literal["best", "ensemble"] | int
 """``"best"``, ``"ensemble"`` or a 1-based leaderboard rank (1 = best)."""
@@ -131,10 +128,10 @@ def load_policy(
     Raises:
         SpecError: no leaderboard in the folder, an unknown name, or a rank that does not exist.
     """
-    board_dir = RunDir(Path(run_dir).expanduser().resolve()).tournament / LEADERBOARD_DIR
-    if not board_dir.is_dir():
+    tournament = RunDir(Path(run_dir).expanduser().resolve()).tournament
+    if not has_leaderboard(tournament):
         raise SpecError(f"{run_dir}: no leaderboard; fix: pass a run folder whose tournament has scored pods")
-    board = Leaderboard.open(board_dir)
+    board = leaderboard_of(tournament)
     size = len(board.entries)
     where = torch.device(device)
     if which == "best":

@@ -76,8 +76,7 @@ from finpod.pipeline.training import (
 )
 from finpod.report.verdict import judge
 from finpod.spec import Spec
-from podracer import Policy, Tournament
-from podracer.ppo import PPOAgent, PPOConfig
+from podracer.api import Policy, PPOAgent, PPOConfig, Tournament
 
 POOL_SIZE: Final[int] = 4
 EVAL_EVERY_ROUNDS: Final[int] = 2

@@ -30,7 +30,7 @@ from finpod.env import EnvConfig, TradingEnv
 from finpod.errors import SpecError
 from finpod.matmul_precision import check_matmul_precision, cuda_matmul_precision
 from finpod.pipeline.phases import peak_rss_bytes
-from podracer.ppo import PPOAgent, PPOConfig
+from podracer.api import PPOAgent, PPOConfig
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 import finpod
 from finpod.data.schema import BAR_COLUMNS
 from finpod.errors import DataError
-from podracer.snapshot import fsync_directory
+from podracer.api import fsync_directory
 
 BARS_FILE: Final[str] = "bars.parquet"
 MANIFEST_FILE: Final[str] = "manifest.json"

@@ -29,9 +29,7 @@ from finpod.pipeline.trader_inputs import trader_inputs
 from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, env_config
 from finpod.spec import Spec
 from finpod.trader import load_policy
-from podracer import Leaderboard
-from podracer.api import Policy
-from podracer.orchestrator import LEADERBOARD_DIR
+from podracer.api import Policy, leaderboard_of
 
 TraderName = Literal["best", "ensemble"]
 TRADER_NAMES: Final[tuple[str, ...]] = ("best", "ensemble")
@@ -103,7 +101,7 @@ def load_run(run_dir: Path, trader: str, *, full_panel: bool) -> LoadedRun:
     probe = TradingEnv(
         panel, TRAIN_SEGMENT, env_config(spec, random_start=True), PROBE_ENVS, PROBE_SEED, device
     )
-    policies = select(spec, Leaderboard.open(run.tournament / LEADERBOARD_DIR), agent_factory(probe, device))
+    policies = select(spec, leaderboard_of(run.tournament), agent_factory(probe, device))
     chosen = _choose(policies, trader, run.root)
     return LoadedRun(run, spec, panel, env_config(spec, random_start=False), Trader(trader, chosen), device)
 

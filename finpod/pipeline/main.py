@@ -69,9 +69,14 @@ from finpod.pipeline.training import (
 )
 from finpod.report import metrics_table, write_report
 from finpod.spec import Spec, TournamentSpec
-from podracer import Leaderboard, Policy, Tournament, TournamentConfig
-from podracer.fusion import fused_agent_factory
-from podracer.orchestrator import STATE_NAME
+from podracer.api import (
+    Leaderboard,
+    Policy,
+    Tournament,
+    TournamentConfig,
+    fused_agent_factory,
+    tournament_exists,
+)
 
 if TYPE_CHECKING:
     from finpod.trader import TraderName, TraderPolicy
@@ -191,7 +196,7 @@ def run(
         try:
             leaderboard, history = train(spec, panel, run_dir, device, resume=resume, console=console)
         except BaseException:
-            if resumed is None and not (run_dir.tournament / STATE_NAME).exists():
+            if resumed is None and not tournament_exists(run_dir.tournament):
                 shutil.rmtree(run_dir.root, ignore_errors=True)  # nothing trained: nothing to resume
             raise
         clock.lap("train")
@@ -265,7 +270,7 @@ def train(
     factory = precision_agent_factory(factory, device, precision)
     factory = fused_agent_factory(factory, make_env, spec.tournament.learners)
     with cuda_matmul_precision(device, precision), pod_backend(spec, device) as backend:
-        if resume and (run_dir.tournament / STATE_NAME).is_file():
+        if resume and tournament_exists(run_dir.tournament):
             tournament = Tournament.resume(run_dir.tournament, factory, base, make_env, evaluate, backend)
         else:
             tournament = Tournament(

@@ -23,8 +23,7 @@ from finpod.pipeline.summary import print_summary
 from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, env_config
 from finpod.report import rebuild_report
 from finpod.report.artifacts import write_segment
-from podracer import Leaderboard
-from podracer.orchestrator import LEADERBOARD_DIR
+from podracer.api import has_leaderboard, leaderboard_of
 
 RERUN_DIR = "rerun"
 """Sub-folder of a run where reruns write their pyfolio CSVs, one folder per segment."""
@@ -50,8 +49,7 @@ def backtest_run(run_dir: Path, segment: str) -> BacktestResult:
         )
     run.verify_integrity()
     spec = run.load_spec()
-    board_dir = run.tournament / LEADERBOARD_DIR
-    if not board_dir.is_dir():
+    if not has_leaderboard(run.tournament):
         raise SpecError(
             f"{run.root}: the tournament has no leaderboard yet; fix: finish it with "
             f"`finpod run {run.spec_toml} --resume`"
@@ -64,7 +62,7 @@ def backtest_run(run_dir: Path, segment: str) -> BacktestResult:
     probe = TradingEnv(
         panel, TRAIN_SEGMENT, env_config(spec, random_start=True), PROBE_ENVS, PROBE_SEED, device
     )
-    policies = select(spec, Leaderboard.open(board_dir), agent_factory(probe, device))
+    policies = select(spec, leaderboard_of(run.tournament), agent_factory(probe, device))
     linear = saved_baseline(run.root, panel)
     settings = env_config(spec, random_start=False)
     return run_backtest(panel, segment, settings, policies, device, baselines=linear)

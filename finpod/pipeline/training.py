@@ -27,10 +27,8 @@ from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.matmul_precision import set_cuda_matmul_precision
 from finpod.spec import Spec, ppo_config_from
-from podracer import AgentFactory, PodAgent
-from podracer.api import Agent, Policy
+from podracer.api import Agent, AgentFactory, PodAgent, Policy, PPOAgent, PPOConfig
 from podracer.api import deterministic_policy as engine_deterministic_policy
-from podracer.ppo import PPOAgent, PPOConfig
 
 VALIDATION_SEGMENT = "validation"
 TRAIN_SEGMENT = "train"

@@ -13,7 +13,7 @@ from pydantic import (
 
 from finpod.data.signals import MAX_SIGNAL_STRENGTH, SignalKind
 from finpod.spec.base import DateRange, Model
-from podracer.ppo import PPOConfig
+from podracer.api import PPOConfig
 
 
 class SyntheticSpec(Model):

@@ -24,7 +24,7 @@ from finpod.spec.base import Model
 from finpod.spec.merge import deep_merge, drop_none
 from finpod.spec.messages import one_line
 from finpod.spec.sections import DataSpec, EnvSpec, PaperSpec, SegmentsSpec, TournamentSpec
-from podracer.ppo import MIN_MINIBATCH_SIZE
+from podracer.api import MIN_MINIBATCH_SIZE
 
 
 class Spec(Model):

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 from finpod.cpu_kernels import pin_cpu_kernels
 from finpod.errors import BrokerError, DataError, FinpodError, SpecError
 from finpod.gym_ids import GYM_ID, register_envs
+from finpod.version import __version__ as __version__
 
 pin_cpu_kernels(os.environ)  # before torch's first kernel: the same CPU kernels on every x86-64 machine
 
@@ -40,7 +41,6 @@ __all__ = [
     "run",
     "runs",
 ]
-__version__ = "0.1.0"
 _API = (
     "RunResult",
     "Spec",

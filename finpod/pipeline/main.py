@@ -25,7 +25,6 @@ import pandas as pd
 import torch
 from rich.console import Console
 
-import finpod
 from finpod.backtest.ensemble import ensemble_policy
 from finpod.backtest.ensemble import (
     target_weights as target_weights,  # re-exported: finpod.paper reads it here
@@ -69,6 +68,7 @@ from finpod.pipeline.training import (
 )
 from finpod.report import metrics_table, write_report
 from finpod.spec import Spec, TournamentSpec
+from finpod.version import __version__
 from podracer.api import (
     Leaderboard,
     Policy,
@@ -360,7 +360,7 @@ def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]
         "dataset": str(dataset),
         "device": str(device),
         "backend": backend,
-        "finpod_version": finpod.__version__,
+        "finpod_version": __version__,
         "torch_version": torch.__version__,
         "torch_threads_per_pod": spec.tournament.torch_threads_per_pod,
         "cuda_matmul_precision": spec.tournament.cuda_matmul_precision,  # applied on a CUDA device only

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from finpod.backtest.result import BacktestResult
-from finpod.report.html import format_value
+from finpod.report.formatting import format_value
 from finpod.report.metrics import METRICS, SESSIONS_PER_YEAR, MetricValue
 from finpod.report.plots import ROLLING_SHARPE_WINDOW_SESSIONS, rolling_sharpe_window
 

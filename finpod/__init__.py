@@ -15,7 +15,7 @@ if TYPE_CHECKING:
         RunResult,
         Spec,
         TraderPolicy,
-        backtest,
+        backtest_run,
         compare_runs,
         load_dataset,
         load_run,
@@ -33,7 +33,7 @@ __all__ = [
     "Spec",
     "SpecError",
     "TraderPolicy",
-    "backtest",
+    "backtest_run",
     "compare_runs",
     "load_dataset",
     "load_run",
@@ -45,7 +45,7 @@ _API = (
     "RunResult",
     "Spec",
     "TraderPolicy",
-    "backtest",
+    "backtest_run",
     "compare_runs",
     "load_dataset",
     "load_run",
@@ -58,14 +58,7 @@ register_envs()
 
 
 def __getattr__(name: str) -> Any:
-    """The Python API (:mod:`finpod.api`), imported on first use so ``import finpod`` stays light.
-
-    ``finpod.backtest`` is the (callable) package :mod:`finpod.backtest`, which replays a run.
-    """
-    if name == "backtest":
-        import finpod.backtest as package
-
-        return package
+    """The Python API (:mod:`finpod.api`), imported on first use so ``import finpod`` stays light."""
     if name in _API:
         from finpod import api
 

@@ -8,7 +8,7 @@ Example (the README's)::
     result = finpod.run(spec)                      # train, select on validation, backtest, report
     result.metrics                                 # DataFrame: Sharpe, drawdown, Calmar... per trader
     trader = result.policy("best")                 # callable: observations (N, D) -> actions (N, A)
-    later = finpod.backtest(result, start="2018-07-02", end="2018-12-31", costs={"fee_rate": 0.001})
+    later = finpod.backtest_run(result, start="2018-07-02", end="2018-12-31", costs={"fee_rate": 0.001})
     trader.export("best.pt2")                      # loads with torch alone: torch.export.load(...)
     envs = finpod.make_env(spec, segment="train", num_envs=8)  # gymnasium VectorEnv
     finpod.runs("reports")                         # every run under reports/, one row each
@@ -31,7 +31,7 @@ from finpod.paths import from_cwd
 from finpod.pipeline.main import RunResult, leaderboard_records
 from finpod.pipeline.main import run as _run_pipeline
 from finpod.pipeline.rundir import RunDir
-from finpod.replay import backtest
+from finpod.replay import backtest_run
 from finpod.report.artifacts import read_segment
 from finpod.report.writer import HTML_FILE, METRICS_FILE, VALIDATION_DIR
 from finpod.spec import Spec
@@ -42,7 +42,7 @@ __all__ = [
     "RunResult",
     "Spec",
     "TraderPolicy",
-    "backtest",
+    "backtest_run",
     "compare_runs",
     "load_dataset",
     "load_run",

@@ -40,7 +40,7 @@ WARMUP_CALENDAR_DAYS = 120
 REPLAY_SEGMENT = "backtest"
 
 
-def backtest(
+def backtest_run(
     run: Any,
     *,
     dataset: str | Path | None = None,

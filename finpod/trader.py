@@ -4,7 +4,7 @@
 run backtested) or ``run.policy(2)`` (the leaderboard entry ranked 2, 1 = best) returns a
 :class:`TraderPolicy`: observations ``(N, D)`` in, actions ``(N, A)`` out, deterministic. The
 observation is the env's (:mod:`finpod.env.observation`), built with the run's own feature
-normalisation (see :func:`finpod.replay.backtest` to trade it on other data).
+normalisation (see :func:`finpod.backtest_run` to trade it on other data).
 
 :meth:`TraderPolicy.export` writes a ``torch.export`` program (``.pt2``) that loads with torch
 alone, no finpod or podracer::
@@ -63,7 +63,7 @@ class TraderPolicy:
         if batch.ndim != 2 or batch.shape[1] != self.obs_dim:
             raise SpecError(
                 f"{self.name}: observations must have shape (N, {self.obs_dim}), got {tuple(batch.shape)}; "
-                "fix: pass a batch of env observations (finpod.make_env or finpod.backtest builds them)"
+                "fix: pass a batch of env observations (finpod.make_env or finpod.backtest_run builds them)"
             )
         with torch.no_grad():
             return self.act(batch)

@@ -29,7 +29,7 @@ RERUN_DIR = "rerun"
 """Sub-folder of a run where reruns write their pyfolio CSVs, one folder per segment."""
 
 
-def backtest_run(run_dir: Path, segment: str) -> BacktestResult:
+def rerun_segment(run_dir: Path, segment: str) -> BacktestResult:
     """Recompute segment ``segment`` (``validation`` or ``backtest``) of a finished run.
 
     The backtest segment is only read once selection is over (status ``backtesting`` or ``done``):
@@ -76,7 +76,7 @@ def rerun_backtest(
     Returns:
         The result and the folder the CSVs went to.
     """
-    result = backtest_run(run_dir, segment)
+    result = rerun_segment(run_dir, segment)
     default = Path(run_dir).expanduser().resolve() / RERUN_DIR / segment
     folder = default if out is None else Path(out).expanduser().resolve()
     write_segment(result, folder)

@@ -55,7 +55,6 @@ from finpod.bench.skill_names import (
     daily_case_name,
     smoke_case_name,
 )
-from finpod.cli.overrides import apply_overrides
 from finpod.data.panel import Panel
 from finpod.data.signals import SignalSpec
 from finpod.data.synth import symbol_names, synth_market
@@ -76,6 +75,7 @@ from finpod.pipeline.training import (
 )
 from finpod.report.verdict import judge
 from finpod.spec import Spec
+from finpod.spec.overrides import apply_overrides
 from podracer.api import Policy, PPOAgent, PPOConfig, Tournament
 
 POOL_SIZE: Final[int] = 4

@@ -30,10 +30,10 @@ from finpod.interop import make_env
 from finpod.paths import from_cwd
 from finpod.pipeline.main import RunResult, leaderboard_records
 from finpod.pipeline.main import run as _run_pipeline
-from finpod.pipeline.rundir import RunDir
 from finpod.replay import backtest_run
 from finpod.report.artifacts import read_segment
 from finpod.report.writer import HTML_FILE, METRICS_FILE, VALIDATION_DIR
+from finpod.rundir import RunDir
 from finpod.spec import Spec
 from finpod.trader import TraderPolicy
 from podracer.api import leaderboard_of

@@ -26,9 +26,9 @@ from finpod.data.panel_builder import build_panel
 from finpod.data.store import read_dataset
 from finpod.errors import DataError, SpecError
 from finpod.linear_baseline import saved_baseline
-from finpod.pipeline.rundir import RunDir
 from finpod.pipeline.trader_inputs import trader_inputs
 from finpod.pipeline.training import env_config
+from finpod.rundir import RunDir
 from finpod.spec import Spec
 from finpod.trader import load_policy
 from podracer.api import leaderboard_of

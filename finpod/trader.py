@@ -25,9 +25,8 @@ from torch import nn
 
 from finpod.backtest.ensemble import ensemble_policy
 from finpod.errors import SpecError
-from finpod.pipeline.rundir import RunDir
-from finpod.pipeline.training import deterministic_policy
-from podracer.api import Agent, Policy, PPOAgent, has_leaderboard, leaderboard_of
+from finpod.rundir import RunDir
+from podracer.api import Agent, Policy, PPOAgent, deterministic_policy, has_leaderboard, leaderboard_of
 
 TraderName = Literal["best", "ensemble"] | int
 """``"best"``, ``"ensemble"`` or a 1-based leaderboard rank (1 = best)."""

@@ -24,9 +24,9 @@ from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.pipeline.inputs import backtest_panel, load_bars, selection_panel, universe_symbols
 from finpod.pipeline.main import PROBE_ENVS, PROBE_SEED, select, target_weights
-from finpod.pipeline.rundir import RunDir
 from finpod.pipeline.trader_inputs import trader_inputs
 from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, env_config
+from finpod.rundir import RunDir
 from finpod.spec import Spec
 from finpod.trader import load_policy
 from podracer.api import Policy, leaderboard_of

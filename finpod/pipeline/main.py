@@ -52,7 +52,6 @@ from finpod.pipeline.inputs import (
 )
 from finpod.pipeline.phases import PhaseClock, peak_rss_bytes
 from finpod.pipeline.progress import TrainingMonitor
-from finpod.pipeline.rundir import RunDir, create_run_dir, find_resumable, reports_root
 from finpod.pipeline.summary import print_summary
 from finpod.pipeline.trader_inputs import save_trader_inputs
 from finpod.pipeline.training import (
@@ -67,6 +66,7 @@ from finpod.pipeline.training import (
     precision_agent_factory,
 )
 from finpod.report import metrics_table, write_report
+from finpod.rundir import RunDir, create_run_dir, find_resumable, reports_root
 from finpod.spec import Spec, TournamentSpec
 from finpod.version import __version__
 from podracer.api import (

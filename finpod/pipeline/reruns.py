@@ -18,11 +18,11 @@ from finpod.errors import SpecError
 from finpod.linear_baseline import saved_baseline
 from finpod.pipeline.inputs import backtest_panel, load_bars, selection_panel, universe_symbols
 from finpod.pipeline.main import PROBE_ENVS, PROBE_SEED, select
-from finpod.pipeline.rundir import RunDir
 from finpod.pipeline.summary import print_summary
 from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, env_config
 from finpod.report import rebuild_report
 from finpod.report.artifacts import write_segment
+from finpod.rundir import RunDir
 from podracer.api import has_leaderboard, leaderboard_of
 
 RERUN_DIR = "rerun"

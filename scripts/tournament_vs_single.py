@@ -140,7 +140,7 @@ def finpod_problem(spec_path: Path, seed: int) -> Problem:
         selection_panel,
         universe_symbols,
     )
-    from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, base_agent_config, env_config
+    from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory
     from finpod.spec import Spec
 
     spec = Spec.from_toml(spec_path)
@@ -149,8 +149,8 @@ def finpod_problem(spec_path: Path, seed: int) -> Problem:
     symbols = universe_symbols(spec, bars)
     selection = selection_panel(spec, bars, symbols, str(device))
     full = backtest_panel(spec, bars, symbols, str(device))
-    train_config = env_config(spec, random_start=True)
-    eval_config = env_config(spec, random_start=False)
+    train_config = spec.env_config(random_start=True)
+    eval_config = spec.env_config(random_start=False)
     probe = TradingEnv(selection, TRAIN_SEGMENT, train_config, 1, 0, device)
 
     def env(env_seed: int) -> TradingEnv:
@@ -170,7 +170,7 @@ def finpod_problem(spec_path: Path, seed: int) -> Problem:
         return score
 
     return Problem(
-        seed, base_agent_config(spec), env, agent, sharpe(selection, "validation"), sharpe(full, "backtest")
+        seed, spec.agent_config(), env, agent, sharpe(selection, "validation"), sharpe(full, "backtest")
     )
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from podracer.backends import Backend, LocalBackend, PopulationBackend
-from podracer.config import TournamentConfig
+from podracer.config import PoolSchedule, TournamentConfig
 from podracer.ensemble import EnsemblePolicy
 from podracer.entity import EntityLayout
 from podracer.errors import PodracerError, SnapshotError, TournamentError
@@ -71,6 +71,7 @@ __all__ = [
     "PodAgent",
     "PodracerError",
     "Policy",
+    "PoolSchedule",
     "PopulationBackend",
     "RoundStats",
     "RowWisePolicy",

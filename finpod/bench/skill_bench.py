@@ -64,13 +64,11 @@ from finpod.errors import SpecError
 from finpod.linear_baseline import fit_linear_trader
 from finpod.oracle import equal_weight_policy, fit_oracle, returns_sharpe, segment_returns, share_captured
 from finpod.pipeline.inputs import backtest_panel, selection_panel
-from finpod.pipeline.main import select, tournament_config
+from finpod.pipeline.main import select
 from finpod.pipeline.training import (
     TRAIN_SEGMENT,
     agent_factory,
-    base_agent_config,
     deterministic_policy,
-    env_config,
     validation_score,
 )
 from finpod.report.verdict import judge
@@ -346,12 +344,12 @@ class _Problem:
 
     @property
     def eval_config(self) -> EnvConfig:
-        return env_config(self.spec, random_start=False)
+        return self.spec.env_config(random_start=False)
 
     @property
     def steps_per_score(self) -> int:
         """Env steps one pod trains between two validation scores."""
-        agent = base_agent_config(self.spec)
+        agent = self.spec.agent_config()
         return agent.rollout_steps * self.spec.env.num_envs * self.spec.tournament.eval_every_rounds
 
     @property
@@ -381,13 +379,13 @@ def _train_one(
 ) -> tuple[float, dict[str, Any], int]:
     """One pod alone for ``budget`` env steps (or the tournament's wall budget); ``(best validation
     score, its state, env steps)``."""
-    probe = TradingEnv(problem.selection, TRAIN_SEGMENT, env_config(problem.spec, random_start=True), 1, 0)
+    probe = TradingEnv(problem.selection, TRAIN_SEGMENT, problem.spec.env_config(random_start=True), 1, 0)
     agent = agent_factory(probe, problem.device)(config, seed)
     assert isinstance(agent, PPOAgent)
     env = TradingEnv(
         problem.selection,
         TRAIN_SEGMENT,
-        env_config(problem.spec, random_start=True),
+        problem.spec.env_config(random_start=True),
         problem.spec.env.num_envs,
         seed,
         problem.device,
@@ -407,7 +405,7 @@ def _train_one(
 
 
 def _restore(problem: _Problem, state: dict[str, Any]) -> Policy:
-    probe = TradingEnv(problem.selection, TRAIN_SEGMENT, env_config(problem.spec, random_start=True), 1, 0)
+    probe = TradingEnv(problem.selection, TRAIN_SEGMENT, problem.spec.env_config(random_start=True), 1, 0)
     agent = agent_factory(probe, problem.device)(PPOConfig.from_dict(state["config"]), int(state["seed"]))
     assert isinstance(agent, PPOAgent)
     agent.load_state_dict(state)
@@ -415,13 +413,13 @@ def _restore(problem: _Problem, state: dict[str, Any]) -> Policy:
 
 
 def _run_single(problem: _Problem) -> tuple[dict[str, Policy], int]:
-    config = base_agent_config(problem.spec)
+    config = problem.spec.agent_config()
     _, state, steps = _train_one(problem, config, problem.spec.seed, problem.spec.tournament.budget_env_steps)
     return {"best": _restore(problem, state)}, steps
 
 
 def _run_best_of(problem: _Problem) -> tuple[dict[str, Policy], int]:
-    config = base_agent_config(problem.spec)
+    config = problem.spec.agent_config()
     budget = problem.spec.tournament.budget_env_steps // POOL_SIZE
     runs = [_train_one(problem, config, problem.spec.seed * POOL_SIZE + i, budget) for i in range(POOL_SIZE)]
     _, state, _ = max(runs, key=lambda run: run[0])
@@ -430,7 +428,7 @@ def _run_best_of(problem: _Problem) -> tuple[dict[str, Policy], int]:
 
 def _run_tournament(problem: _Problem) -> tuple[dict[str, Policy], int]:
     spec, device = problem.spec, problem.device
-    train = env_config(spec, random_start=True)
+    train = spec.env_config(random_start=True)
     factory = agent_factory(TradingEnv(problem.selection, TRAIN_SEGMENT, train, 1, 0, device), device)
 
     def make_env(seed: int) -> TradingEnv:
@@ -438,10 +436,10 @@ def _run_tournament(problem: _Problem) -> tuple[dict[str, Policy], int]:
 
     with tempfile.TemporaryDirectory(prefix="finpod-skill-") as scratch:
         tournament = Tournament(
-            tournament_config(spec),
+            spec.tournament_config(),
             Path(scratch),
             factory,
-            base_agent_config(spec),
+            spec.agent_config(),
             make_env,
             problem.validate,
         )

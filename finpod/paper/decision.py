@@ -25,7 +25,7 @@ from finpod.errors import SpecError
 from finpod.pipeline.inputs import backtest_panel, load_bars, selection_panel, universe_symbols
 from finpod.pipeline.main import PROBE_ENVS, PROBE_SEED, select, target_weights
 from finpod.pipeline.trader_inputs import trader_inputs
-from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, env_config
+from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory
 from finpod.rundir import RunDir
 from finpod.spec import Spec
 from finpod.trader import load_policy
@@ -99,11 +99,11 @@ def load_run(run_dir: Path, trader: str, *, full_panel: bool) -> LoadedRun:
     build = backtest_panel if full_panel else selection_panel
     panel = build(spec, bars, symbols, str(device))
     probe = TradingEnv(
-        panel, TRAIN_SEGMENT, env_config(spec, random_start=True), PROBE_ENVS, PROBE_SEED, device
+        panel, TRAIN_SEGMENT, spec.env_config(random_start=True), PROBE_ENVS, PROBE_SEED, device
     )
     policies = select(spec, leaderboard_of(run.tournament), agent_factory(probe, device))
     chosen = _choose(policies, trader, run.root)
-    return LoadedRun(run, spec, panel, env_config(spec, random_start=False), Trader(trader, chosen), device)
+    return LoadedRun(run, spec, panel, spec.env_config(random_start=False), Trader(trader, chosen), device)
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def load_live(run_dir: Path, trader: str) -> LiveRun:
         action_mode=spec.env.action_mode,
     )
     return LiveRun(
-        run, spec, tuple(symbols), stats, env_config(spec, random_start=False), Trader(trader, policy)
+        run, spec, tuple(symbols), stats, spec.env_config(random_start=False), Trader(trader, policy)
     )
 
 

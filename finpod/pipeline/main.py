@@ -59,21 +59,18 @@ from finpod.pipeline.training import (
     AgentFactory,
     ValidationScore,
     agent_factory,
-    base_agent_config,
     check_horizon,
     deterministic_policy,
-    env_config,
     precision_agent_factory,
 )
 from finpod.report import metrics_table, write_report
 from finpod.rundir import RunDir, create_run_dir, find_resumable, reports_root
-from finpod.spec import Spec, TournamentSpec
+from finpod.spec import Spec
 from finpod.version import __version__
 from podracer.api import (
     Leaderboard,
     Policy,
     Tournament,
-    TournamentConfig,
     fused_agent_factory,
     tournament_exists,
 )
@@ -203,7 +200,7 @@ def run(
         run_dir.set_status("backtesting")
         factory = agent_factory(_probe(spec, panel, device), device)
         policies = select(spec, leaderboard, factory)
-        settings = env_config(spec, random_start=False)
+        settings = spec.env_config(random_start=False)
         linear, linear_fit, linear_note = linear_baseline(panel, settings, device)  # train + validation only
         validation = run_backtest(panel, "validation", settings, policies, device, baselines=linear)
         clock.lap("validate")
@@ -250,8 +247,8 @@ def train(
     """
     if "backtest" in panel.segments:
         raise SpecError("internal: the tournament was handed a panel with backtest bars")
-    train_config = env_config(spec, random_start=True)
-    eval_config = env_config(spec, random_start=False)
+    train_config = spec.env_config(random_start=True)
+    eval_config = spec.env_config(random_start=False)
     factory = agent_factory(_probe(spec, panel, device), device)
 
     def make_env(seed: int) -> TradingEnv:
@@ -265,7 +262,7 @@ def train(
         warmup_bars=spec.tournament.validation_warmup_bars,
     )
 
-    base = base_agent_config(spec)
+    base = spec.agent_config()
     precision = spec.tournament.cuda_matmul_precision
     factory = precision_agent_factory(factory, device, precision)
     factory = fused_agent_factory(factory, make_env, spec.tournament.learners)
@@ -274,7 +271,7 @@ def train(
             tournament = Tournament.resume(run_dir.tournament, factory, base, make_env, evaluate, backend)
         else:
             tournament = Tournament(
-                tournament_config(spec), run_dir.tournament, factory, base, make_env, evaluate, backend
+                spec.tournament_config(), run_dir.tournament, factory, base, make_env, evaluate, backend
             )
         scores = lambda: tournament.leaderboard.scores()  # noqa: E731
         with (
@@ -294,14 +291,6 @@ def train(
             "or tournament.budget_seconds"
         )
     return result.leaderboard, [dataclasses.asdict(record) for record in result.history]
-
-
-def tournament_config(spec: Spec) -> TournamentConfig:
-    """The spec's ``[tournament]`` table (and seed) as podracer's config."""
-    settings = spec.tournament.model_dump(
-        exclude={*TournamentSpec.AGENT_FIELDS, *TournamentSpec.PLACEMENT_FIELDS}
-    )
-    return TournamentConfig(**settings, seed=spec.seed)
 
 
 def select(spec: Spec, leaderboard: Leaderboard, factory: AgentFactory) -> dict[str, Policy]:
@@ -349,7 +338,7 @@ def record_phases(run_dir: RunDir, clock: PhaseClock, env_steps: int) -> None:
 
 def _probe(spec: Spec, panel: Panel, device: torch.device) -> TradingEnv:
     return TradingEnv(
-        panel, TRAIN_SEGMENT, env_config(spec, random_start=True), PROBE_ENVS, PROBE_SEED, device
+        panel, TRAIN_SEGMENT, spec.env_config(random_start=True), PROBE_ENVS, PROBE_SEED, device
     )
 
 

@@ -19,7 +19,7 @@ from finpod.linear_baseline import saved_baseline
 from finpod.pipeline.inputs import backtest_panel, load_bars, selection_panel, universe_symbols
 from finpod.pipeline.main import PROBE_ENVS, PROBE_SEED, select
 from finpod.pipeline.summary import print_summary
-from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, env_config
+from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory
 from finpod.report import rebuild_report
 from finpod.report.artifacts import write_segment
 from finpod.rundir import RunDir
@@ -60,11 +60,11 @@ def rerun_segment(run_dir: Path, segment: str) -> BacktestResult:
     build = selection_panel if segment == "validation" else backtest_panel
     panel = build(spec, bars, symbols, str(device))
     probe = TradingEnv(
-        panel, TRAIN_SEGMENT, env_config(spec, random_start=True), PROBE_ENVS, PROBE_SEED, device
+        panel, TRAIN_SEGMENT, spec.env_config(random_start=True), PROBE_ENVS, PROBE_SEED, device
     )
     policies = select(spec, leaderboard_of(run.tournament), agent_factory(probe, device))
     linear = saved_baseline(run.root, panel)
-    settings = env_config(spec, random_start=False)
+    settings = spec.env_config(random_start=False)
     return run_backtest(panel, segment, settings, policies, device, baselines=linear)
 
 

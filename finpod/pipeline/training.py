@@ -26,7 +26,7 @@ from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.matmul_precision import set_cuda_matmul_precision
-from finpod.spec import Spec, ppo_config_from
+from finpod.spec import Spec
 from podracer.api import Agent, AgentFactory, PodAgent, Policy, PPOAgent, PPOConfig
 from podracer.api import deterministic_policy as engine_deterministic_policy
 
@@ -34,12 +34,6 @@ VALIDATION_SEGMENT = "validation"
 TRAIN_SEGMENT = "train"
 INIT_THREADS = 1
 """Torch threads an agent is built with: one, so its initial weights are the same on every machine."""
-
-
-def env_config(spec: Spec, *, random_start: bool) -> EnvConfig:
-    """The spec's env settings as :class:`EnvConfig` (``num_envs`` is the batch, not a setting)."""
-    settings = spec.env.model_dump(exclude={"num_envs"})
-    return EnvConfig(**settings, random_start=random_start)
 
 
 def check_horizon(spec: Spec, panel: Panel) -> None:
@@ -185,8 +179,3 @@ def deterministic_policy(agent: Agent) -> Policy:
     scores use, so a backtest, a replay and a validation score evaluate an agent alike.
     """
     return engine_deterministic_policy(agent)
-
-
-def base_agent_config(spec: Spec) -> PPOConfig:
-    """The spec's ``[agent]`` table as the PPOConfig the first pods start from."""
-    return ppo_config_from(spec.agent)

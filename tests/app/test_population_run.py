@@ -19,9 +19,7 @@ from finpod.pipeline.training import (
     TRAIN_SEGMENT,
     ValidationScore,
     agent_factory,
-    base_agent_config,
     deterministic_policy,
-    env_config,
 )
 from podracer import Leaderboard
 from podracer.population import PopulationPolicy
@@ -49,8 +47,8 @@ def test_a_population_run_trains_selects_and_records_its_threads(
     # Each leaderboard score (from the batched validation pass) equals that snapshot scored alone.
     panel = _panel(spec, dataset)
     device = torch.device("cpu")
-    probe = TradingEnv(panel, TRAIN_SEGMENT, env_config(spec, random_start=True), 4, 0, device)
-    score = ValidationScore(panel, env_config(spec, random_start=False), device)
+    probe = TradingEnv(panel, TRAIN_SEGMENT, spec.env_config(random_start=True), 4, 0, device)
+    score = ValidationScore(panel, spec.env_config(random_start=False), device)
     board = Leaderboard.open(result.run_dir / "tournament" / "leaderboard")
     assert board.entries
     for rank, entry in enumerate(board.entries):
@@ -68,13 +66,13 @@ def test_score_many_equals_each_policy_scored_alone(tmp_path: Path) -> None:
     spec = tiny_spec(dataset)
     panel = _panel(spec, dataset)
     device = torch.device("cpu")
-    probe = TradingEnv(panel, TRAIN_SEGMENT, env_config(spec, random_start=True), 4, 0, device)
+    probe = TradingEnv(panel, TRAIN_SEGMENT, spec.env_config(random_start=True), 4, 0, device)
     make = agent_factory(probe, device)
-    agents = [make(base_agent_config(spec), seed) for seed in range(3)]
+    agents = [make(spec.agent_config(), seed) for seed in range(3)]
     for index, agent in enumerate(agents):  # different weights and statistics per pod
         for _ in range(index + 1):
             agent.train_round(probe)
-    score = ValidationScore(panel, env_config(spec, random_start=False), device)
+    score = ValidationScore(panel, spec.env_config(random_start=False), device)
     policies = [deterministic_policy(agent) for agent in agents]
     alone = [score(policy) for policy in policies]
     together = score.score_many(policies, PopulationPolicy(agents))

@@ -63,11 +63,10 @@ from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.linear_baseline import fit_linear_trader
 from finpod.oracle import equal_weight_policy, fit_oracle, returns_sharpe, segment_returns, share_captured
+from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import backtest_panel, selection_panel
 from finpod.pipeline.main import select
 from finpod.pipeline.training import (
-    TRAIN_SEGMENT,
-    agent_factory,
     deterministic_policy,
     validation_score,
 )
@@ -341,10 +340,15 @@ class _Problem:
     started: float = field(default_factory=time.perf_counter)
     excluded_seconds: float = 0.0
     """Wall seconds of the curve's held-out passes (not the contender's work)."""
+    context: RunContext = field(init=False)
+    """The contender's env settings, sizes and agent factory (on the selection panel)."""
+
+    def __post_init__(self) -> None:
+        self.context = RunContext.of(self.spec, self.selection, self.device)
 
     @property
     def eval_config(self) -> EnvConfig:
-        return self.spec.env_config(random_start=False)
+        return self.context.eval_config
 
     @property
     def steps_per_score(self) -> int:
@@ -379,17 +383,9 @@ def _train_one(
 ) -> tuple[float, dict[str, Any], int]:
     """One pod alone for ``budget`` env steps (or the tournament's wall budget); ``(best validation
     score, its state, env steps)``."""
-    probe = TradingEnv(problem.selection, TRAIN_SEGMENT, problem.spec.env_config(random_start=True), 1, 0)
-    agent = agent_factory(probe, problem.device)(config, seed)
+    agent = problem.context.agent_factory(config, seed)
     assert isinstance(agent, PPOAgent)
-    env = TradingEnv(
-        problem.selection,
-        TRAIN_SEGMENT,
-        problem.spec.env_config(random_start=True),
-        problem.spec.env.num_envs,
-        seed,
-        problem.device,
-    )
+    env = problem.context.train_env(problem.selection, seed)
     best_score, best_state = -math.inf, agent.state_dict()
     rounds = 0
     wall_budget = problem.spec.tournament.budget_seconds
@@ -405,8 +401,7 @@ def _train_one(
 
 
 def _restore(problem: _Problem, state: dict[str, Any]) -> Policy:
-    probe = TradingEnv(problem.selection, TRAIN_SEGMENT, problem.spec.env_config(random_start=True), 1, 0)
-    agent = agent_factory(probe, problem.device)(PPOConfig.from_dict(state["config"]), int(state["seed"]))
+    agent = problem.context.agent_factory(PPOConfig.from_dict(state["config"]), int(state["seed"]))
     assert isinstance(agent, PPOAgent)
     agent.load_state_dict(state)
     return deterministic_policy(agent)
@@ -427,12 +422,10 @@ def _run_best_of(problem: _Problem) -> tuple[dict[str, Policy], int]:
 
 
 def _run_tournament(problem: _Problem) -> tuple[dict[str, Policy], int]:
-    spec, device = problem.spec, problem.device
-    train = spec.env_config(random_start=True)
-    factory = agent_factory(TradingEnv(problem.selection, TRAIN_SEGMENT, train, 1, 0, device), device)
+    spec, factory = problem.spec, problem.context.agent_factory
 
     def make_env(seed: int) -> TradingEnv:
-        return TradingEnv(problem.selection, TRAIN_SEGMENT, train, spec.env.num_envs, seed, device)
+        return problem.context.train_env(problem.selection, seed)
 
     with tempfile.TemporaryDirectory(prefix="finpod-skill-") as scratch:
         tournament = Tournament(

@@ -41,6 +41,7 @@ from finpod.linear_baseline import linear_baseline
 from finpod.matmul_precision import cuda_matmul_precision
 from finpod.paths import default_data_root
 from finpod.pipeline.backend import pod_backend, population_workers, resolved_backend, training_threads
+from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import (
     adjustment_warning,
     backtest_panel,
@@ -55,10 +56,8 @@ from finpod.pipeline.progress import TrainingMonitor
 from finpod.pipeline.summary import print_summary
 from finpod.pipeline.trader_inputs import save_trader_inputs
 from finpod.pipeline.training import (
-    TRAIN_SEGMENT,
     AgentFactory,
     ValidationScore,
-    agent_factory,
     check_horizon,
     deterministic_policy,
     precision_agent_factory,
@@ -77,10 +76,6 @@ from podracer.api import (
 
 if TYPE_CHECKING:
     from finpod.trader import TraderName, TraderPolicy
-
-PROBE_ENVS = 1
-PROBE_SEED = 0
-"""A one-env probe only tells the agent factory the observation and action sizes."""
 
 
 @dataclass(frozen=True)
@@ -170,6 +165,7 @@ def run(
     late = late_symbols(spec, bars)
     panel = selection_panel(spec, bars, symbols, str(device))
     check_horizon(spec, panel)
+    context = RunContext.of(spec, panel, device)
     clock.lap("data")
     # every check that can refuse the spec ran above: only now is anything written
     if resumed is not None:
@@ -191,16 +187,15 @@ def run(
         if panel.feature_stats is not None:
             save_trader_inputs(run_dir.root, symbols, panel.feature_stats)
         try:
-            leaderboard, history = train(spec, panel, run_dir, device, resume=resume, console=console)
+            leaderboard, history = train(context, panel, run_dir, resume=resume, console=console)
         except BaseException:
             if resumed is None and not tournament_exists(run_dir.tournament):
                 shutil.rmtree(run_dir.root, ignore_errors=True)  # nothing trained: nothing to resume
             raise
         clock.lap("train")
         run_dir.set_status("backtesting")
-        factory = agent_factory(_probe(spec, panel, device), device)
-        policies = select(spec, leaderboard, factory)
-        settings = spec.env_config(random_start=False)
+        policies = select(spec, leaderboard, context.agent_factory)
+        settings = context.eval_config
         linear, linear_fit, linear_note = linear_baseline(panel, settings, device)  # train + validation only
         validation = run_backtest(panel, "validation", settings, policies, device, baselines=linear)
         clock.lap("validate")
@@ -236,9 +231,10 @@ def run(
 
 
 def train(
-    spec: Spec, panel: Panel, run_dir: RunDir, device: torch.device, *, resume: bool, console: Console
+    context: RunContext, panel: Panel, run_dir: RunDir, *, resume: bool, console: Console
 ) -> tuple[Leaderboard, list[dict[str, Any]]]:
-    """Run (or resume) the tournament on ``panel``'s train segment, ranked on its validation segment.
+    """Run (or resume) the tournament of ``context``'s spec on ``panel``'s train segment, ranked on
+    its validation segment.
 
     ``panel`` must be the selection panel: it holds no backtest bar.
 
@@ -247,16 +243,14 @@ def train(
     """
     if "backtest" in panel.segments:
         raise SpecError("internal: the tournament was handed a panel with backtest bars")
-    train_config = spec.env_config(random_start=True)
-    eval_config = spec.env_config(random_start=False)
-    factory = agent_factory(_probe(spec, panel, device), device)
+    spec, device = context.spec, context.device
 
     def make_env(seed: int) -> TradingEnv:
-        return TradingEnv(panel, TRAIN_SEGMENT, train_config, spec.env.num_envs, seed, device)
+        return context.train_env(panel, seed)
 
     evaluate = ValidationScore(
         panel,
-        eval_config,
+        context.eval_config,
         device,
         chunks=spec.tournament.validation_chunks,
         warmup_bars=spec.tournament.validation_warmup_bars,
@@ -264,7 +258,7 @@ def train(
 
     base = spec.agent_config()
     precision = spec.tournament.cuda_matmul_precision
-    factory = precision_agent_factory(factory, device, precision)
+    factory = precision_agent_factory(context.agent_factory, device, precision)
     factory = fused_agent_factory(factory, make_env, spec.tournament.learners)
     with cuda_matmul_precision(device, precision), pod_backend(spec, device) as backend:
         if resume and tournament_exists(run_dir.tournament):
@@ -334,12 +328,6 @@ def record_phases(run_dir: RunDir, clock: PhaseClock, env_steps: int) -> None:
     info["phase_seconds"] = {name: round(seconds, 3) for name, seconds in clock.seconds.items()}
     info["peak_rss_bytes"] = peak_rss_bytes()
     run_dir.write_info(info)
-
-
-def _probe(spec: Spec, panel: Panel, device: torch.device) -> TradingEnv:
-    return TradingEnv(
-        panel, TRAIN_SEGMENT, spec.env_config(random_start=True), PROBE_ENVS, PROBE_SEED, device
-    )
 
 
 def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]:

@@ -13,13 +13,12 @@ from rich.console import Console
 
 from finpod.backtest.result import BacktestResult
 from finpod.backtest.runner import run_backtest
-from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.linear_baseline import saved_baseline
+from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import backtest_panel, load_bars, selection_panel, universe_symbols
-from finpod.pipeline.main import PROBE_ENVS, PROBE_SEED, select
+from finpod.pipeline.main import select
 from finpod.pipeline.summary import print_summary
-from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory
 from finpod.report import rebuild_report
 from finpod.report.artifacts import write_segment
 from finpod.rundir import RunDir
@@ -59,13 +58,10 @@ def rerun_segment(run_dir: Path, segment: str) -> BacktestResult:
     symbols = universe_symbols(spec, bars)
     build = selection_panel if segment == "validation" else backtest_panel
     panel = build(spec, bars, symbols, str(device))
-    probe = TradingEnv(
-        panel, TRAIN_SEGMENT, spec.env_config(random_start=True), PROBE_ENVS, PROBE_SEED, device
-    )
-    policies = select(spec, leaderboard_of(run.tournament), agent_factory(probe, device))
+    context = RunContext.of(spec, panel, device)
+    policies = select(spec, leaderboard_of(run.tournament), context.agent_factory)
     linear = saved_baseline(run.root, panel)
-    settings = spec.env_config(random_start=False)
-    return run_backtest(panel, segment, settings, policies, device, baselines=linear)
+    return run_backtest(panel, segment, context.eval_config, policies, device, baselines=linear)
 
 
 def rerun_backtest(

@@ -23,7 +23,7 @@ from finpod.backtest.runner import run_policy, step_rows, worth_running_ahead
 from finpod.backtest.threads import torch_threads
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
-from finpod.env.trading_env import TradingEnv
+from finpod.env.shape import EnvShape
 from finpod.errors import SpecError
 from finpod.matmul_precision import set_cuda_matmul_precision
 from finpod.spec import Spec
@@ -133,8 +133,9 @@ def _sharpe(returns: pd.Series) -> float:
     return sharpe if math.isfinite(sharpe) else 0.0
 
 
-def agent_factory(probe: TradingEnv, device: torch.device) -> AgentFactory:
-    """``(PPOConfig, seed) -> PPOAgent`` sized for the env ``probe``.
+def agent_factory(shape: EnvShape, device: torch.device) -> AgentFactory:
+    """``(PPOConfig, seed) -> PPOAgent`` sized for envs of ``shape`` (a run builds it once, in its
+    :class:`~finpod.pipeline.context.RunContext`).
 
     The agent is built on one torch thread: its orthogonal initialisation factors matrices with
     LAPACK (MKL), whose result depends on the thread count, so without this two machines with
@@ -144,14 +145,14 @@ def agent_factory(probe: TradingEnv, device: torch.device) -> AgentFactory:
     def make(config: PPOConfig, seed: int) -> PodAgent:
         with torch_threads(INIT_THREADS):
             return PPOAgent(
-                probe.obs_dim,
-                probe.action_dim,
-                probe.action_low,
-                probe.action_high,
+                shape.obs_dim,
+                shape.action_dim,
+                shape.action_low,
+                shape.action_high,
                 config,
                 device,
                 seed,
-                layout=probe.layout,
+                layout=shape.layout,
             )
 
     return make

@@ -14,6 +14,7 @@ import finpod
 from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv
 from finpod.pipeline.backend import resolved_backend
+from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import load_bars, selection_panel, universe_symbols
 from finpod.pipeline.training import (
     TRAIN_SEGMENT,
@@ -47,12 +48,12 @@ def test_a_population_run_trains_selects_and_records_its_threads(
     # Each leaderboard score (from the batched validation pass) equals that snapshot scored alone.
     panel = _panel(spec, dataset)
     device = torch.device("cpu")
-    probe = TradingEnv(panel, TRAIN_SEGMENT, spec.env_config(random_start=True), 4, 0, device)
-    score = ValidationScore(panel, spec.env_config(random_start=False), device)
+    context = RunContext.of(spec, panel, device)
+    score = ValidationScore(panel, context.eval_config, device)
     board = Leaderboard.open(result.run_dir / "tournament" / "leaderboard")
     assert board.entries
     for rank, entry in enumerate(board.entries):
-        agent = board.load_agent(rank, agent_factory(probe, device))
+        agent = board.load_agent(rank, context.agent_factory)
         assert score(deterministic_policy(agent)) == pytest.approx(entry.score, rel=SCORE_RTOL, abs=1e-6)
 
 
@@ -67,7 +68,7 @@ def test_score_many_equals_each_policy_scored_alone(tmp_path: Path) -> None:
     panel = _panel(spec, dataset)
     device = torch.device("cpu")
     probe = TradingEnv(panel, TRAIN_SEGMENT, spec.env_config(random_start=True), 4, 0, device)
-    make = agent_factory(probe, device)
+    make = agent_factory(probe.shape, device)
     agents = [make(spec.agent_config(), seed) for seed in range(3)]
     for index, agent in enumerate(agents):  # different weights and statistics per pod
         for _ in range(index + 1):

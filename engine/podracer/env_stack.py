@@ -23,9 +23,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from podracer.api import TensorVectorEnv
 from podracer.entity_advantage import ENTITY_COSTS, ENTITY_OUTCOMES
 from podracer.errors import TournamentError
+from podracer.protocols import TensorVectorEnv
 
 
 @runtime_checkable

@@ -41,10 +41,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from podracer.api import Policy, RoundStats, TensorVectorEnv
 from podracer.errors import TournamentError
 from podracer.pod import AgentFactory, EnvFactory
 from podracer.ppo import PPOAgent
+from podracer.protocols import Policy, RoundStats, TensorVectorEnv
 
 FUSION_TIMEOUT = datetime.timedelta(seconds=120)
 """How long a learner waits for the others at a collective before the round fails."""

@@ -38,12 +38,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from podracer.api import RoundStats
 from podracer.entity_advantage import entity_policy_loss, entity_terms, with_future
 from podracer.env_stack import stack_envs
 from podracer.errors import TournamentError
 from podracer.normalization import RunningMeanStd
 from podracer.ppo import PPOAgent, check_round_size, learning_rate_at
+from podracer.protocols import RoundStats
 from podracer.rollout import Rollout, bootstrap_truncated, compute_gae
 from podracer.stacked import (
     STRUCTURE_FIELDS,

@@ -40,7 +40,6 @@ from typing import Any
 
 import torch
 
-from podracer.api import Policy, RoundStats, TensorVectorEnv
 from podracer.distributions import PolicyDistribution
 from podracer.entity import CrossSectionalActorCritic, EntityLayout
 from podracer.entity_advantage import entity_terms, with_future
@@ -60,6 +59,7 @@ from podracer.ppo_config import (
     learning_rate_at,
 )
 from podracer.ppo_update import ppo_update
+from podracer.protocols import Policy, RoundStats, TensorVectorEnv
 from podracer.rollout import Rollout, bootstrap_truncated, compute_gae
 
 __all__ = [

@@ -105,7 +105,7 @@ def shape_spec(shape: str, days: int | None, overrides: Sequence[str]) -> Spec:
     Raises:
         SpecError: an unknown shape, a bad ``--days`` or a bad override.
     """
-    from finpod.cli.overrides import apply_overrides
+    from finpod.spec.overrides import apply_overrides
 
     if shape not in SHAPES:
         raise SpecError(f"unknown shape {shape!r}; pick one of {', '.join(SHAPES)}")

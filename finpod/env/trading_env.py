@@ -19,7 +19,7 @@ from finpod.env import dynamics
 from finpod.env.config import EnvConfig
 from finpod.env.entity_outcomes import entity_outcomes
 from finpod.env.market import Market, build_market
-from finpod.env.observation import entity_layout, observation_size
+from finpod.env.shape import EnvShape
 from finpod.env.state import KEY_BITS, EnvState, initial_state, restart_where
 from finpod.errors import SpecError
 from podracer.api import TensorVectorEnv
@@ -47,7 +47,8 @@ class TradingEnv:
     ``terminated`` is always false (no ruin is possible); ``truncated`` marks the episode end and the
     learner bootstraps there. Actions: see :class:`EnvConfig` (``weights``: ``(N, M + 1)`` over
     ``[cash, asset_1 .. asset_M]``; ``share_delta``: ``(N, M)``). Observations: see
-    :mod:`finpod.env.observation`.
+    :mod:`finpod.env.observation`. The sizes are :attr:`shape` (:class:`~finpod.env.shape.EnvShape`),
+    also given as ``obs_dim``, ``action_dim``, ``action_low``, ``action_high`` and ``layout``.
 
     After a step, :attr:`cash_usd`, :attr:`shares` and :attr:`equity_usd` are the CURRENT state, i.e.
     already reset for the envs that finished on that step; the step's own outcome (before any reset)
@@ -88,12 +89,10 @@ class TradingEnv:
         self.market: Market = build_market(panel, segment, config, self.device)
         self.num_envs = num_envs
         self.num_assets = panel.num_assets
-        self.obs_dim = observation_size(panel.num_assets, panel.num_features)
-        if config.action_mode == "weights":
-            self.action_dim, self.action_low, self.action_high = panel.num_assets + 1, 0.0, 1.0
-        else:
-            self.action_dim, self.action_low, self.action_high = panel.num_assets, -1.0, 1.0
-        self.layout = entity_layout(panel.num_assets, panel.num_features, self.action_dim - panel.num_assets)
+        self.shape = EnvShape.of(panel.num_assets, panel.num_features, config.action_mode)
+        self.obs_dim, self.action_dim = self.shape.obs_dim, self.shape.action_dim
+        self.action_low, self.action_high = self.shape.action_low, self.shape.action_high
+        self.layout = self.shape.layout
         settle_fn: dynamics.SettleFn | None = None
         if compile_step:
             settle_fn = torch.compile(

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from podracer.ppo import PPOConfig
+from podracer.api import PPOConfig
 
 AGENT_DEFAULTS: dict[str, Any] = {"policy": "cross_sectional"}
 """finpod's defaults for ``[agent]`` fields where podracer's domain-free default does not suit a

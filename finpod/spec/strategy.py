@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import tomli_w
 from pydantic import (
+    BaseModel,
     Field,
     PrivateAttr,
     ValidationError,
@@ -18,13 +19,14 @@ from pydantic import (
     model_validator,
 )
 
+from finpod.env.config import EnvConfig
 from finpod.errors import SpecError
 from finpod.spec.agent import ppo_config_from
 from finpod.spec.base import Model
 from finpod.spec.merge import deep_merge, drop_none
 from finpod.spec.messages import one_line
 from finpod.spec.sections import DataSpec, EnvSpec, PaperSpec, SegmentsSpec, TournamentSpec
-from podracer.ppo import MIN_MINIBATCH_SIZE
+from podracer.api import MIN_MINIBATCH_SIZE, PPOConfig, TournamentConfig
 
 
 class Spec(Model):
@@ -228,9 +230,56 @@ class Spec(Model):
         """
         return tomli_w.dumps(drop_none(self.resolved_dict()))
 
+    def env_config(self, *, random_start: bool) -> EnvConfig:
+        """The ``[env]`` table as the env's settings (``num_envs`` is the batch, not a setting).
+
+        Args:
+            random_start: True for training episodes (random starts, ``horizon_bars`` long); False
+                for one pass from a segment's first bar (validation, backtest, paper trading).
+        """
+        settings = self.env.model_dump(exclude={*EnvSpec.BATCH_FIELDS})
+        return EnvConfig(**settings, random_start=random_start)
+
+    def tournament_config(self) -> TournamentConfig:
+        """The ``[tournament]`` table (and the spec's seed) as podracer's config; the fields finpod
+        applies itself and those that say where pods run are left out."""
+        settings = self.tournament.model_dump(
+            exclude={*TournamentSpec.AGENT_FIELDS, *TournamentSpec.PLACEMENT_FIELDS}
+        )
+        return TournamentConfig(**settings, seed=self.seed)
+
+    def agent_config(self) -> PPOConfig:
+        """The ``[agent]`` table over finpod's defaults (:data:`~finpod.spec.agent.AGENT_DEFAULTS`) as
+        the PPOConfig the first pods start from."""
+        return ppo_config_from(self.agent)
+
     def benchmark(self) -> str | None:
         """The market ETF's ticker, or ``None`` when ``benchmark_symbol`` is empty."""
         return self.benchmark_symbol or None
 
     def _where(self) -> str:
         return f"{self.source}: " if self.source else ""
+
+
+def setting_key(dotted: str) -> str:
+    """``dotted`` (``"env.fee_rate"``, ``"seed"``), checked to name a setting of :class:`Spec`.
+
+    What reads a resolved spec by key (a run's ``spec.json``, where an old run may lack a newer
+    setting) names the setting through here, so a renamed or misspelt key fails at import instead of
+    silently reading nothing.
+
+    Raises:
+        KeyError: ``dotted`` names no setting of a spec.
+    """
+    model: type[BaseModel] = Spec
+    parts = dotted.split(".")
+    for depth, part in enumerate(parts):
+        field = model.model_fields.get(part)
+        if field is None:
+            raise KeyError(f"{'.'.join(parts[: depth + 1])} is not a spec setting")
+        section = field.annotation
+        if depth < len(parts) - 1:
+            if not (isinstance(section, type) and issubclass(section, BaseModel)):
+                raise KeyError(f"{'.'.join(parts[: depth + 1])} is a setting, not a section")
+            model = section
+    return dotted

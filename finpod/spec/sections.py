@@ -16,11 +16,33 @@ from finpod.env.config import ActionMode, EnvConfig, FillMode, RewardMode
 from finpod.spec.base import DateRange, Model, default_of
 from podracer.api import PoolSchedule, PPOConfig, TournamentConfig
 
-TOURNAMENT_DEFAULTS: dict[str, Any] = {"pool_schedule": "halving", "lag_margin": 0.1}
+TOURNAMENT_DEFAULTS: dict[str, Any] = {
+    "pool_size": 4,
+    "leaderboard_size": 8,
+    "budget_env_steps": 2_000_000,
+    "budget_seconds": 120.0,
+    "eval_every_rounds": 2,
+    "resample_prob": 0.25,
+    "perturb_bounds": {"learning_rate": (1e-4, 3e-2), "gamma": (0.0, 0.99)},
+    "pool_schedule": "halving",
+    "lag_margin": 0.1,
+}
 """finpod's defaults for the ``[tournament]`` fields where a finpod run departs from podracer's
-domain-free defaults (the engine's: ``"fixed"`` and 0.0): the pool halves as the budget is spent,
-and a pod lags only when its smoothed validation Sharpe is more than 0.1 below the other live pods'
-median. Every other field that :class:`TournamentConfig` has a default for takes it from there."""
+domain-free ones (every other field that :class:`TournamentConfig` has a default for takes it from
+there), so a spec that says nothing gets a tournament that learns within two minutes:
+
+* a pool of 4 pods that halves as the budget is spent (successive halving), the worst retiring;
+  8 leaderboard places (two per starting pod); a pod lags (and is re-seeded from a better one) when
+  its smoothed validation Sharpe is more than 0.1 below the other live pods' median;
+* a validation score every 2 rounds (2 x 8 steps x N envs), so the pool is judged, exploited and
+  explored often within the budget;
+* the search space a user would state for a daily portfolio problem: Adam learning rates that
+  train at all, horizons from one bar to about 100 (``gamma`` 0 to 0.99); a child redraws a field
+  from it with probability 0.25 (Ray Tune PBT's resample default), so a poor start is escaped;
+* a wall budget of 120 s (rounds are a fraction of a second, so the run ends within a few seconds
+  of it) with a 2M env-step cap; a spec that must be reproducible on any machine states
+  ``budget_env_steps`` and a ``budget_seconds`` it never reaches, as ``strategies/demo.toml`` does.
+"""
 
 
 def _env_default(name: str) -> Any:
@@ -244,13 +266,28 @@ class TournamentSpec(Model):
     """Fields finpod applies itself (selection, learner fusion, the validation score, matmul
     precision): left out of the TournamentConfig."""
 
-    pool_size: int = Field(1, ge=1, description="pods training at once", examples=[2])
-    leaderboard_size: int = Field(4, ge=1, description="snapshots kept on the leaderboard", examples=[4])
+    pool_size: int = Field(
+        _tournament_default("pool_size"), ge=1, description="pods training at once", examples=[2]
+    )
+    leaderboard_size: int = Field(
+        _tournament_default("leaderboard_size"),
+        ge=1,
+        description="snapshots kept on the leaderboard",
+        examples=[4],
+    )
     budget_env_steps: int = Field(
-        200_000, ge=1, description="total env transitions over all pods", examples=[200_000]
+        _tournament_default("budget_env_steps"),
+        ge=1,
+        description="total env transitions over all pods (the run stops at this or budget_seconds)",
+        examples=[200_000],
     )
     budget_seconds: float = Field(
-        3600.0, gt=0, description="wall-time budget of the tournament in seconds", examples=[600]
+        _tournament_default("budget_seconds"),
+        gt=0,
+        description="wall-time budget of the tournament in seconds, summed over resumes (the run stops "
+        "at this or budget_env_steps; a result that must not depend on the machine's speed states an "
+        "env-step budget and a wall budget it never reaches)",
+        examples=[600],
     )
     fresh_pod_prob: float = Field(
         0.2,
@@ -267,7 +304,7 @@ class TournamentSpec(Model):
         examples=[0.2],
     )
     perturb_bounds: dict[str, tuple[float, float]] = Field(
-        default_factory=lambda: _tournament_default("perturb_bounds"),
+        default_factory=lambda: dict(_tournament_default("perturb_bounds")),
         description="[min, max] of perturbed agent fields, replacing podracer's PPOConfig.PERTURBABLE bounds",
         examples=[{"gamma": [0.95, 0.999], "learning_rate": [1e-4, 1e-3]}],
     )
@@ -284,7 +321,10 @@ class TournamentSpec(Model):
         1.0, gt=0, description="temperature of the rank-softmax that picks a parent", examples=[1.0]
     )
     eval_every_rounds: int = Field(
-        1, ge=1, description="validation-score a pod every this many training rounds", examples=[1]
+        _tournament_default("eval_every_rounds"),
+        ge=1,
+        description="validation-score a pod every this many training rounds",
+        examples=[1],
     )
     pool_schedule: PoolSchedule = Field(
         _tournament_default("pool_schedule"),

@@ -90,8 +90,9 @@ class Spec(Model):
 
     @model_validator(mode="after")
     def _round_fills_minibatches(self) -> Spec:
-        """A PPO round of ``rollout_steps x num_envs`` transitions must fill every minibatch."""
-        config = ppo_config_from(self.agent)
+        """A PPO round of ``rollout_steps x num_envs`` transitions must fill every minibatch (and the
+        agent's advantages suit the env's action mode)."""
+        config = ppo_config_from(self.agent, self.env.action_mode)
         batch = config.rollout_steps * self.env.num_envs
         if batch < MIN_MINIBATCH_SIZE * config.num_minibatches:
             most = batch // MIN_MINIBATCH_SIZE
@@ -203,7 +204,7 @@ class Spec(Model):
         re-run from anywhere.
         """
         out = self.model_dump(mode="json")
-        out["agent"] = ppo_config_from(self.agent).to_dict()
+        out["agent"] = ppo_config_from(self.agent, self.env.action_mode).to_dict()
         if self.data.source == "dataset":
             out["data"]["path"] = str(self.dataset_path(must_exist=False))
         return out
@@ -251,7 +252,7 @@ class Spec(Model):
     def agent_config(self) -> PPOConfig:
         """The ``[agent]`` table over finpod's defaults (:data:`~finpod.spec.agent.AGENT_DEFAULTS`) as
         the PPOConfig the first pods start from."""
-        return ppo_config_from(self.agent)
+        return ppo_config_from(self.agent, self.env.action_mode)
 
     def benchmark(self) -> str | None:
         """The market ETF's ticker, or ``None`` when ``benchmark_symbol`` is empty."""

@@ -18,7 +18,7 @@ DEMO = REPO_ROOT / "strategies" / "demo.toml"
 
 def _demo_with_agent(tmp_path: Path, **agent: Any) -> Path:
     raw = tomllib.loads(DEMO.read_text(encoding="utf-8"))
-    raw["agent"] = {**raw["agent"], **agent}
+    raw["agent"] = {**raw.get("agent", {}), **agent}
     path = tmp_path / "spec.toml"
     path.write_text(tomli_w.dumps(raw), encoding="utf-8")
     return path

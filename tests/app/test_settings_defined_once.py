@@ -62,9 +62,12 @@ def test_a_section_s_defaults_are_its_dataclass_s(
         if _spec_default(section, name) != expected[name]
     }
     assert differing == {}, f"{section.__name__} defaults defined a second time: {differing}"
+    required = fields - set(dataclass_defaults)
     for name, value in own.items():  # finpod's own defaults: on the section, and really its own
-        assert name in shared
-        assert value != dataclass_defaults[name], f"{name}: {value!r} is the engine's default already"
+        assert name in shared or name in required
+        assert _spec_default(section, name) == value, f"{name}: the section does not read its default"
+        if name in shared:
+            assert value != dataclass_defaults[name], f"{name}: {value!r} is the engine's default already"
 
 
 def test_the_env_default_horizon_is_the_one_users_have_seen() -> None:
@@ -89,4 +92,4 @@ def test_a_spec_of_defaults_builds_the_dataclasses_defaults() -> None:
         _dataclass_defaults(TournamentConfig)
     )
     given = {name: getattr(tournament, name) for name in required}
-    assert tournament == TournamentConfig(**given, **TOURNAMENT_DEFAULTS)
+    assert tournament == TournamentConfig(**{**given, **TOURNAMENT_DEFAULTS})

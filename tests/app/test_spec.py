@@ -179,5 +179,5 @@ def test_tournament_settings_reach_the_engine() -> None:
     config = spec.tournament_config()
     assert config.pool_schedule == "fixed"
     assert config.torch_threads_per_pod == 2
-    assert config.perturb_bounds == {"gamma": (0.98, 0.995)}
+    assert config.perturb_bounds["gamma"] == (0.98, 0.995)
     assert config.seed == spec.seed

@@ -213,11 +213,10 @@ class Tournament:
                 self._run_lockstep()
             run.finished = not run.budget.left(0)
             ledger.save()
-            progress = run.progress
             run.emit(
                 "tournament_finished",
                 None,
-                rounds=progress.rounds,
+                rounds=run.progress.rounds,
                 best_score=self._best(),
                 budget_spent=run.finished,
             )

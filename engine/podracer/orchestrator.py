@@ -115,11 +115,7 @@ class Tournament:
     ) -> None:
         """See the class docstring."""
         check_agent_config(base_agent_config, config.perturb_bounds)
-        opener = RunDirectory.open if resume else RunDirectory.create
-        self._run = opener(Path(run_dir), config, base_agent_config)
         self.config = config
-        self.run_dir = self._run.path
-        self.leaderboard = self._run.leaderboard
         self._agent_factory = agent_factory
         self._env_factory = env_factory
         self._evaluate = evaluate
@@ -132,6 +128,10 @@ class Tournament:
             perturb_bounds=config.perturb_bounds,
             resample_prob=config.resample_prob,
         )
+        opener = RunDirectory.open if resume else RunDirectory.create
+        self._run = opener(Path(run_dir), config, base_agent_config)  # last: it takes the folder's lock
+        self.run_dir = self._run.path
+        self.leaderboard = self._run.leaderboard
         self._ledger = PoolLedger(self._run, generator, agent_factory, env_factory)
 
     @classmethod

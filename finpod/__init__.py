@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 from finpod.cpu_kernels import pin_cpu_kernels
 from finpod.errors import BrokerError, DataError, FinpodError, SpecError
 from finpod.gym_ids import GYM_ID, register_envs
+from finpod.version import __version__ as __version__
 
 pin_cpu_kernels(os.environ)  # before torch's first kernel: the same CPU kernels on every x86-64 machine
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
         RunResult,
         Spec,
         TraderPolicy,
-        backtest,
+        backtest_run,
         compare_runs,
         load_dataset,
         load_run,
@@ -32,7 +33,7 @@ __all__ = [
     "Spec",
     "SpecError",
     "TraderPolicy",
-    "backtest",
+    "backtest_run",
     "compare_runs",
     "load_dataset",
     "load_run",
@@ -40,12 +41,11 @@ __all__ = [
     "run",
     "runs",
 ]
-__version__ = "0.1.0"
 _API = (
     "RunResult",
     "Spec",
     "TraderPolicy",
-    "backtest",
+    "backtest_run",
     "compare_runs",
     "load_dataset",
     "load_run",
@@ -58,14 +58,7 @@ register_envs()
 
 
 def __getattr__(name: str) -> Any:
-    """The Python API (:mod:`finpod.api`), imported on first use so ``import finpod`` stays light.
-
-    ``finpod.backtest`` is the (callable) package :mod:`finpod.backtest`, which replays a run.
-    """
-    if name == "backtest":
-        import finpod.backtest as package
-
-        return package
+    """The Python API (:mod:`finpod.api`), imported on first use so ``import finpod`` stays light."""
     if name in _API:
         from finpod import api
 

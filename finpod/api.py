@@ -8,7 +8,7 @@ Example (the README's)::
     result = finpod.run(spec)                      # train, select on validation, backtest, report
     result.metrics                                 # DataFrame: Sharpe, drawdown, Calmar... per trader
     trader = result.policy("best")                 # callable: observations (N, D) -> actions (N, A)
-    later = finpod.backtest(result, start="2018-07-02", end="2018-12-31", costs={"fee_rate": 0.001})
+    later = finpod.backtest_run(result, start="2018-07-02", end="2018-12-31", costs={"fee_rate": 0.001})
     trader.export("best.pt2")                      # loads with torch alone: torch.export.load(...)
     envs = finpod.make_env(spec, segment="train", num_envs=8)  # gymnasium VectorEnv
     finpod.runs("reports")                         # every run under reports/, one row each
@@ -30,20 +30,19 @@ from finpod.interop import make_env
 from finpod.paths import from_cwd
 from finpod.pipeline.main import RunResult, leaderboard_records
 from finpod.pipeline.main import run as _run_pipeline
-from finpod.pipeline.rundir import RunDir
-from finpod.replay import backtest
+from finpod.replay import backtest_run
 from finpod.report.artifacts import read_segment
 from finpod.report.writer import HTML_FILE, METRICS_FILE, VALIDATION_DIR
+from finpod.rundir import RunDir
 from finpod.spec import Spec
 from finpod.trader import TraderPolicy
-from podracer import Leaderboard
-from podracer.orchestrator import LEADERBOARD_DIR
+from podracer.api import leaderboard_of
 
 __all__ = [
     "RunResult",
     "Spec",
     "TraderPolicy",
-    "backtest",
+    "backtest_run",
     "compare_runs",
     "load_dataset",
     "load_run",
@@ -110,5 +109,5 @@ def load_run(run_dir: str | Path) -> RunResult:
     segments = json.loads((folder.root / METRICS_FILE).read_text(encoding="utf-8"))["segments"]
     backtest = read_segment(folder.root, segments["backtest"])
     validation = read_segment(folder.root / VALIDATION_DIR, segments["validation"])
-    entries = leaderboard_records(Leaderboard.open(folder.tournament / LEADERBOARD_DIR))
+    entries = leaderboard_records(leaderboard_of(folder.tournament))
     return RunResult(folder.root, spec, validation, backtest, entries, folder.root / HTML_FILE)

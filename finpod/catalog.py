@@ -16,8 +16,8 @@ import pandas as pd
 
 from finpod.errors import SpecError
 from finpod.paths import default_reports_root
-from finpod.pipeline.rundir import RUN_FILE, RunDir
 from finpod.report.writer import METRICS_FILE
+from finpod.rundir import RUN_FILE, RunDir
 
 LISTED_METRICS = ("sharpe_ratio", "annual_return", "max_drawdown", "cumulative_return")
 """Backtest figures of the primary trader shown per run by :func:`runs`."""

@@ -29,7 +29,6 @@ from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.paths import default_data_root
 from finpod.pipeline.inputs import backtest_panel, dataset_for, load_bars, selection_panel, universe_symbols
-from finpod.pipeline.training import env_config
 from finpod.spec import Spec
 
 SEGMENTS = ("train", "validation", "backtest")
@@ -79,7 +78,7 @@ def make_env(
     symbols = universe_symbols(resolved, bars)
     build = backtest_panel if segment == "backtest" else selection_panel
     panel = build(resolved, bars, symbols, str(where))
-    config = env_config(resolved, random_start=segment == "train" if random_start is None else random_start)
+    config = resolved.env_config(random_start=segment == "train" if random_start is None else random_start)
     batch = resolved.env.num_envs if num_envs is None else num_envs
     vector = TorchVectorEnv(TradingEnv(panel, segment, config, batch, seed, where), autoreset_mode)
     return NumpyVectorEnv(vector) if array == "numpy" else vector

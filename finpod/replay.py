@@ -24,24 +24,21 @@ from finpod.backtest.runner import run_backtest
 from finpod.data.calendar import NS_PER_DAY, session_day_numbers
 from finpod.data.panel_builder import build_panel
 from finpod.data.store import read_dataset
+from finpod.env.config import EnvConfig
 from finpod.errors import DataError, SpecError
 from finpod.linear_baseline import saved_baseline
-from finpod.pipeline.rundir import RunDir
 from finpod.pipeline.trader_inputs import trader_inputs
-from finpod.pipeline.training import env_config
+from finpod.rundir import RunDir
 from finpod.spec import Spec
 from finpod.trader import load_policy
-from podracer import Leaderboard
-from podracer.orchestrator import LEADERBOARD_DIR
+from podracer.api import leaderboard_of
 
-COST_KEYS = ("fee_rate", "half_spread_bps", "max_participation")
-"""The ``[env]`` settings ``costs=`` may override."""
 WARMUP_CALENDAR_DAYS = 120
 """Bars loaded before ``start`` (when it is before the run's train start) to warm the features up."""
 REPLAY_SEGMENT = "backtest"
 
 
-def backtest(
+def backtest_run(
     run: Any,
     *,
     dataset: str | Path | None = None,
@@ -57,7 +54,8 @@ def backtest(
         dataset: a dataset folder (relative to the current folder); default: the run's own.
         start: first session to trade (ISO date); default: the run's backtest start.
         end: last session to trade (inclusive); default: the run's backtest end.
-        costs: overrides of ``fee_rate``, ``half_spread_bps``, ``max_participation``.
+        costs: overrides of the cost settings, ``fee_rate``, ``half_spread_bps``,
+            ``max_participation`` (:attr:`finpod.env.config.EnvConfig.COST_FIELDS`).
         device: ``"cpu"`` or ``"cuda"``; default: the run spec's device.
 
     Returns:
@@ -126,14 +124,14 @@ def backtest(
         traders.append(load_policy(folder.root, "ensemble", **_policy_options(spec), device=str(where)))
     policies = {trader.name: trader.act for trader in traders}
     linear = saved_baseline(folder.root, panel)
-    settings = env_config(spec, random_start=False)
+    settings = spec.env_config(random_start=False)
     return run_backtest(panel, REPLAY_SEGMENT, settings, policies, where, baselines=linear)
 
 
 def _with_costs(spec: Spec, costs: Mapping[str, float]) -> Spec:
-    unknown = sorted(set(costs) - set(COST_KEYS))
+    unknown = sorted(set(costs) - set(EnvConfig.COST_FIELDS))
     if unknown:
-        raise SpecError(f"costs: unknown key {unknown[0]!r}; fix: use {', '.join(COST_KEYS)}")
+        raise SpecError(f"costs: unknown key {unknown[0]!r}; fix: use {', '.join(EnvConfig.COST_FIELDS)}")
     return spec.with_(env=dict(costs)) if costs else spec
 
 
@@ -168,4 +166,4 @@ def _policy_options(spec: Spec) -> dict[str, Any]:
 
 def _board_lineages(run: RunDir, k: int) -> list[int]:
     """Ranks of the run's ensemble members: the best entries of its (up to) ``k`` best lineages."""
-    return Leaderboard.open(run.tournament / LEADERBOARD_DIR).top_lineage_ranks(k)
+    return leaderboard_of(run.tournament).top_lineage_ranks(k)

@@ -4,7 +4,7 @@
 run backtested) or ``run.policy(2)`` (the leaderboard entry ranked 2, 1 = best) returns a
 :class:`TraderPolicy`: observations ``(N, D)`` in, actions ``(N, A)`` out, deterministic. The
 observation is the env's (:mod:`finpod.env.observation`), built with the run's own feature
-normalisation (see :func:`finpod.replay.backtest` to trade it on other data).
+normalisation (see :func:`finpod.backtest_run` to trade it on other data).
 
 :meth:`TraderPolicy.export` writes a ``torch.export`` program (``.pt2``) that loads with torch
 alone, no finpod or podracer::
@@ -25,12 +25,8 @@ from torch import nn
 
 from finpod.backtest.ensemble import ensemble_policy
 from finpod.errors import SpecError
-from finpod.pipeline.rundir import RunDir
-from finpod.pipeline.training import deterministic_policy
-from podracer import Leaderboard
-from podracer.api import Agent, Policy
-from podracer.orchestrator import LEADERBOARD_DIR
-from podracer.ppo import PPOAgent
+from finpod.rundir import RunDir
+from podracer.api import Agent, Policy, PPOAgent, deterministic_policy, has_leaderboard, leaderboard_of
 
 TraderName = Literal["best", "ensemble"] | int
 """``"best"``, ``"ensemble"`` or a 1-based leaderboard rank (1 = best)."""
@@ -66,7 +62,7 @@ class TraderPolicy:
         if batch.ndim != 2 or batch.shape[1] != self.obs_dim:
             raise SpecError(
                 f"{self.name}: observations must have shape (N, {self.obs_dim}), got {tuple(batch.shape)}; "
-                "fix: pass a batch of env observations (finpod.make_env or finpod.backtest builds them)"
+                "fix: pass a batch of env observations (finpod.make_env or finpod.backtest_run builds them)"
             )
         with torch.no_grad():
             return self.act(batch)
@@ -131,10 +127,10 @@ def load_policy(
     Raises:
         SpecError: no leaderboard in the folder, an unknown name, or a rank that does not exist.
     """
-    board_dir = RunDir(Path(run_dir).expanduser().resolve()).tournament / LEADERBOARD_DIR
-    if not board_dir.is_dir():
+    tournament = RunDir(Path(run_dir).expanduser().resolve()).tournament
+    if not has_leaderboard(tournament):
         raise SpecError(f"{run_dir}: no leaderboard; fix: pass a run folder whose tournament has scored pods")
-    board = Leaderboard.open(board_dir)
+    board = leaderboard_of(tournament)
     size = len(board.entries)
     where = torch.device(device)
     if which == "best":

@@ -182,7 +182,7 @@ def train_profile(num_envs: int, rounds: int = 2) -> None:
     from podracer.ppo import PPOAgent, PPOConfig
 
     panel = random_walk_panel(num_sessions=10, num_assets=100, num_features=12, seed=0)
-    env = TradingEnv(panel, "train", EnvConfig(), num_envs, seed=0, device=CUDA)
+    env = TradingEnv(panel, "train", EnvConfig(horizon_bars=390), num_envs, seed=0, device=CUDA)
     agent = PPOAgent(
         env.obs_dim, env.action_dim, env.action_low, env.action_high, PPOConfig(), CUDA, 0, layout=env.layout
     )

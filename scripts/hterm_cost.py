@@ -22,9 +22,8 @@ import torch
 from finpod.bench.skill_bench import CASES, bench_spec
 from finpod.data.signals import SignalSpec
 from finpod.data.synth import symbol_names, synth_market
-from finpod.env.trading_env import TradingEnv
+from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import selection_panel
-from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, base_agent_config, env_config
 
 
 def main() -> None:
@@ -52,11 +51,11 @@ def main() -> None:
         alpha_annual=0.0,
     )
     panel = selection_panel(spec, bars, symbol_names(case.n_symbols), "cpu")
-    train = env_config(spec, random_start=True)
-    make = agent_factory(TradingEnv(panel, TRAIN_SEGMENT, train, 1, 0), torch.device("cpu"))
+    context = RunContext.of(spec, panel, torch.device("cpu"))
+    make = context.agent_factory
     coefs = [0.0, *args.coef]
-    agents = [make(dataclasses.replace(base_agent_config(spec), h_term_coef=c), args.seed) for c in coefs]
-    envs = [TradingEnv(panel, TRAIN_SEGMENT, train, spec.env.num_envs, args.seed) for _ in coefs]
+    agents = [make(dataclasses.replace(spec.agent_config(), h_term_coef=c), args.seed) for c in coefs]
+    envs = [context.train_env(panel, args.seed) for _ in coefs]
     seconds: list[list[float]] = [[] for _ in coefs]
     for step in range(args.rounds + 1):  # round 0 warms up every agent (buffers, caches) untimed
         for offset in range(len(coefs)):

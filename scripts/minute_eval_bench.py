@@ -37,8 +37,8 @@ from finpod.backtest import runner
 from finpod.backtest.ensemble import ensemble_policy
 from finpod.data.panel_builder import build_panel
 from finpod.data.synth import synth_market
-from finpod.env.trading_env import TradingEnv
-from finpod.pipeline.training import agent_factory, deterministic_policy, env_config, validation_score
+from finpod.pipeline.context import RunContext
+from finpod.pipeline.training import deterministic_policy, validation_score
 from finpod.spec import Spec, ppo_config_from
 
 BARS_PER_YEAR = 252 * 390
@@ -100,11 +100,10 @@ def main() -> None:
         bars, freq="1min", start=first, end=last, segments=segments, device=cpu, benchmark_symbol=None
     )
     spec = Spec.from_toml(Path(finpod.__file__).parent / "strategies" / "nasdaq100_minute.toml")
-    config = env_config(spec, random_start=False)
+    config = spec.env_config(random_start=False)
     if args.rebalance_band is not None:
         config = dataclasses.replace(config, rebalance_band=args.rebalance_band)
-    probe = TradingEnv(panel, "train", env_config(spec, random_start=True), 1, 0, cpu)
-    make = agent_factory(probe, cpu)
+    make = RunContext.of(spec, panel, cpu).agent_factory
     agent_table = {**spec.agent, **({"policy": args.policy} if args.policy else {})}
     agents = [make(ppo_config_from(agent_table), seed) for seed in range(ENSEMBLE_K)]
     traders = {

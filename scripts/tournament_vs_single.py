@@ -133,6 +133,7 @@ def finpod_problem(spec_path: Path, seed: int) -> Problem:
     from finpod.data.panel import Panel
     from finpod.env.trading_env import TradingEnv
     from finpod.paths import default_data_root
+    from finpod.pipeline.context import RunContext
     from finpod.pipeline.inputs import (
         backtest_panel,
         dataset_for,
@@ -140,7 +141,6 @@ def finpod_problem(spec_path: Path, seed: int) -> Problem:
         selection_panel,
         universe_symbols,
     )
-    from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, base_agent_config, env_config
     from finpod.spec import Spec
 
     spec = Spec.from_toml(spec_path)
@@ -149,14 +149,13 @@ def finpod_problem(spec_path: Path, seed: int) -> Problem:
     symbols = universe_symbols(spec, bars)
     selection = selection_panel(spec, bars, symbols, str(device))
     full = backtest_panel(spec, bars, symbols, str(device))
-    train_config = env_config(spec, random_start=True)
-    eval_config = env_config(spec, random_start=False)
-    probe = TradingEnv(selection, TRAIN_SEGMENT, train_config, 1, 0, device)
+    context = RunContext.of(spec, selection, device)
+    eval_config = context.eval_config
 
     def env(env_seed: int) -> TradingEnv:
-        return TradingEnv(selection, TRAIN_SEGMENT, train_config, spec.env.num_envs, env_seed, device)
+        return context.train_env(selection, env_seed)
 
-    agent = agent_factory(probe, device)  # the pipeline's own: agents built on one thread
+    agent = context.agent_factory  # the pipeline's own: agents built on one thread
 
     def sharpe(panel: Panel, segment: str) -> Callable[[Policy], float]:
         def score(policy: Policy) -> float:
@@ -170,7 +169,7 @@ def finpod_problem(spec_path: Path, seed: int) -> Problem:
         return score
 
     return Problem(
-        seed, base_agent_config(spec), env, agent, sharpe(selection, "validation"), sharpe(full, "backtest")
+        seed, spec.agent_config(), env, agent, sharpe(selection, "validation"), sharpe(full, "backtest")
     )
 
 

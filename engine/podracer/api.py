@@ -1,135 +1,137 @@
-"""The seams of the engine: what an env, an agent and a policy look like to podracer.
+"""The engine's public face: everything an application needs from podracer, in one module.
 
-Shapes: ``N`` parallel envs, ``D`` observation size, ``A`` action size. All tensors live on the
-env's device; nothing here forces a host sync.
+An application (finpod) imports podracer only from here (``tests/test_import_graph.py`` checks it),
+so the engine's modules can be split and moved behind this face without touching the application.
+The engine's own modules never import this one: they import each other (the protocols from
+:mod:`podracer.protocols`), so the face sits above the whole engine and closes no import circle.
+
+What is here:
+
+* the seams (:mod:`podracer.protocols`): :class:`TensorVectorEnv`, :class:`Agent`, :data:`Policy`,
+  :class:`RoundStats`, :func:`deterministic_policy`, :class:`ScoresMany`;
+* the tournament: :class:`Tournament`, :class:`TournamentConfig`, its events and result, the
+  :class:`Leaderboard` and the run directory's files (:func:`leaderboard_of`,
+  :func:`has_leaderboard`, :func:`tournament_exists`);
+* where pods train: :class:`LocalBackend`, :class:`PopulationBackend`, :func:`ray_backend` (Ray is
+  imported only when it is called);
+* the agent: :class:`PPOAgent`, :class:`PPOConfig`, the cross-sectional :class:`EntityLayout`, frozen
+  evaluation copies (:class:`FrozenActorPolicy`, :class:`StackedActors`, :class:`RowWisePolicy`),
+  learner fusion (:func:`fused_agent_factory`);
+* durable writes (:func:`atomic_write_bytes`, :func:`fsync_directory`) and the errors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from pathlib import Path
 
-import torch
+from podracer.backends import Backend, LocalBackend, PopulationBackend
+from podracer.config import PoolSchedule, TournamentConfig
+from podracer.ensemble import EnsemblePolicy
+from podracer.entity import EntityLayout
+from podracer.errors import PodracerError, SnapshotError, TournamentError
+from podracer.events import HistoryRecord, TournamentEvent, TournamentResult, read_events
+from podracer.frozen import FrozenActorPolicy, RowWisePolicy, StackedActors
+from podracer.fusion import fused_agent_factory
+from podracer.leaderboard import Leaderboard, LeaderboardEntry
+from podracer.orchestrator import Tournament
+from podracer.pod import AgentFactory, EnvFactory, Evaluate, PodAgent
+from podracer.ppo import PPOAgent
+from podracer.ppo_config import MIN_MINIBATCH_SIZE, PPOConfig
+from podracer.protocols import (
+    Agent,
+    FreezesPolicy,
+    Policy,
+    RoundStats,
+    ScoresMany,
+    TensorVectorEnv,
+    deterministic_policy,
+)
+from podracer.runfiles import LEADERBOARD_DIR, STATE_NAME
+from podracer.snapshot import atomic_write_bytes, fsync_directory
 
-Policy = Callable[[torch.Tensor], torch.Tensor]
-"""A deterministic policy: observations ``(N, D)`` float32 -> actions ``(N, A)`` float32."""
+__all__ = [
+    "LEADERBOARD_DIR",
+    "MIN_MINIBATCH_SIZE",
+    "STATE_NAME",
+    "Agent",
+    "AgentFactory",
+    "Backend",
+    "EnsemblePolicy",
+    "EntityLayout",
+    "EnvFactory",
+    "Evaluate",
+    "FreezesPolicy",
+    "FrozenActorPolicy",
+    "HistoryRecord",
+    "Leaderboard",
+    "LeaderboardEntry",
+    "LocalBackend",
+    "PPOAgent",
+    "PPOConfig",
+    "PodAgent",
+    "PodracerError",
+    "Policy",
+    "PoolSchedule",
+    "PopulationBackend",
+    "RoundStats",
+    "RowWisePolicy",
+    "ScoresMany",
+    "SnapshotError",
+    "StackedActors",
+    "TensorVectorEnv",
+    "Tournament",
+    "TournamentConfig",
+    "TournamentError",
+    "TournamentEvent",
+    "TournamentResult",
+    "atomic_write_bytes",
+    "deterministic_policy",
+    "fsync_directory",
+    "fused_agent_factory",
+    "has_leaderboard",
+    "leaderboard_of",
+    "ray_backend",
+    "read_events",
+    "tournament_exists",
+]
 
 
-@runtime_checkable
-class TensorVectorEnv(Protocol):
-    """A batched env on one device with torch tensors in and out and same-step autoreset.
+def tournament_exists(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a tournament that :meth:`Tournament.resume` can continue (its state
+    file has been written)."""
+    return (run_dir / STATE_NAME).is_file()
 
-    ``step`` returns ``(obs, reward, terminated, truncated, info)``:
 
-    * ``obs``: ``(N, D)`` float32. For an env that finished on this step it is already the first
-      observation of its next episode (same-step autoreset).
-    * ``reward``: ``(N,)`` float32.
-    * ``terminated`` / ``truncated``: ``(N,)`` bool. ``truncated`` (time limit, end of data) means
-      the learner must bootstrap the value of the state reached; ``terminated`` means it must not.
-    * ``info["final_obs"]``: ``(N, D)`` float32, the observation this step reached before any reset
-      (equal to ``obs`` for envs that did not finish). Always present.
+def has_leaderboard(run_dir: Path) -> bool:
+    """Whether the tournament in ``run_dir`` has made its leaderboard folder."""
+    return (run_dir / LEADERBOARD_DIR).is_dir()
+
+
+def leaderboard_of(run_dir: Path) -> Leaderboard:
+    """The leaderboard of the tournament in ``run_dir``, read from disk (:meth:`Leaderboard.open`).
+
+    Raises:
+        SnapshotError: the tournament has no leaderboard index, or it is corrupt or foreign.
     """
-
-    num_envs: int
-    obs_dim: int
-    action_dim: int
-    action_low: float
-    action_high: float
-    device: torch.device
-
-    def reset(self, *, seed: int | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Start every env; returns observations ``(N, D)`` and an info dict."""
-        ...
-
-    def step(
-        self, actions: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Advance every env by one step with ``actions`` ``(N, A)`` in ``[action_low, action_high]``."""
-        ...
+    return Leaderboard.open(run_dir / LEADERBOARD_DIR)
 
 
-@dataclass(frozen=True)
-class RoundStats:
-    """What one training round of an agent did.
+def ray_backend(
+    address: str | None, *, cpus_per_pod: float, gpus_per_pod: float, max_slots: int | None
+) -> Backend:
+    """Pods on Ray actors (:class:`podracer.backends.ray_backend.RayBackend`); Ray is imported here,
+    on the call, so that importing podracer never imports Ray.
 
-    Attributes:
-        env_steps: env transitions collected in the round (``N`` x rollout length).
-        seconds: wall time of the round (collection and learning).
-        metrics: scalar diagnostics by name (losses, entropy, KL, mean reward, ...).
+    Args:
+        address: the Ray cluster to join (``"auto"`` or ``"host:port"``); ``None`` starts a private
+            Ray on 127.0.0.1.
+        cpus_per_pod: CPUs each pod's actor reserves (> 0).
+        gpus_per_pod: share of a GPU each pod's actor reserves (>= 0).
+        max_slots: cap on the pods trained at once; ``None`` follows the cluster.
+
+    Raises:
+        TournamentError: a bad reservation, or Ray cannot be reached.
     """
+    from podracer.backends.ray_backend import RayBackend
 
-    env_steps: int
-    seconds: float
-    metrics: Mapping[str, float] = field(default_factory=dict)
-
-
-class Agent(Protocol):
-    """A learner the tournament can train, score, snapshot and restore.
-
-    ``state_dict`` holds tensors and plain Python values only, so that a snapshot loads with
-    ``torch.load(weights_only=True)``.
-    """
-
-    env_steps: int
-
-    def train_round(self, env: TensorVectorEnv) -> RoundStats:
-        """Collect one rollout from ``env`` and learn from it."""
-        ...
-
-    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
-        """Actions ``(N, A)`` for observations ``(N, D)``."""
-        ...
-
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume: networks, optimiser, counters, hyper-parameters."""
-        ...
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore from :meth:`state_dict`'s output."""
-        ...
-
-
-@runtime_checkable
-class FreezesPolicy(Protocol):
-    """An agent that can hand out its deterministic policy as a fast, frozen evaluation copy."""
-
-    def evaluation_policy(self) -> Policy:
-        """The deterministic policy at the current weights; later learning does not change it."""
-        ...
-
-
-def deterministic_policy(agent: Agent) -> Policy:
-    """The deterministic policy of ``agent`` for evaluation loops (validation, backtest, replay).
-
-    The agent's frozen evaluation copy when it has one (:class:`FreezesPolicy`: equal to
-    ``act(obs, deterministic=True)`` to float32 rounding, faster at batch 1), else ``act`` itself.
-    Every evaluation of a trained agent goes through here, so all of them agree bit for bit.
-    """
-    if isinstance(agent, FreezesPolicy):
-        return agent.evaluation_policy()
-
-    def act(obs: torch.Tensor) -> torch.Tensor:
-        return agent.act(obs, deterministic=True)
-
-    return act
-
-
-@runtime_checkable
-class ScoresMany(Protocol):
-    """An application ``evaluate`` (``policy -> score``) that can also score several policies in one
-    batched pass: what a population backend uses to validate all its pods at once."""
-
-    def __call__(self, policy: Policy) -> float:
-        """The score of one policy (higher is better)."""
-        ...
-
-    def score_many(self, policies: Sequence[Policy], rows: Policy) -> list[float]:
-        """The scores of ``policies``, in order.
-
-        Args:
-            policies: ``P`` deterministic policies, each observations ``(B, D)`` -> actions ``(B, A)``.
-            rows: the same ``P`` policies as one call: observations ``(P, D)`` -> actions ``(P, A)``,
-                row ``p`` by ``policies[p]`` (to float32 rounding).
-        """
-        ...
+    return RayBackend(address, cpus_per_pod=cpus_per_pod, gpus_per_pod=gpus_per_pod, max_slots=max_slots)

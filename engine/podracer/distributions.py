@@ -54,6 +54,10 @@ class PolicyDistribution(Protocol):
         """Joint log-density ``(B,)`` of raw actions ``(B, A)`` (nats)."""
         ...
 
+    def log_prob_components(self, raw: torch.Tensor) -> torch.Tensor:
+        """Each action dimension's own log-density ``(B, A)`` (they sum to :meth:`log_prob`)."""
+        ...
+
     def entropy(self) -> torch.Tensor:
         """Joint differential entropy ``(B,)`` of the raw action (nats)."""
         ...
@@ -95,11 +99,14 @@ class BetaPolicyDistribution:
 
     def log_prob(self, unit_actions: torch.Tensor) -> torch.Tensor:
         """Joint log-density ``(B,)`` of unit-interval actions ``(B, A)`` (nats)."""
+        return self.log_prob_components(unit_actions).sum(dim=-1)
+
+    def log_prob_components(self, unit_actions: torch.Tensor) -> torch.Tensor:
+        """Each dimension's own log-density ``(B, A)`` (nats; they sum to :meth:`log_prob`)."""
         u = unit_actions.clamp(UNIT_SAMPLE_MARGIN, 1.0 - UNIT_SAMPLE_MARGIN)
         a, b = self.alpha, self.beta
         log_norm = torch.lgamma(a) + torch.lgamma(b) - torch.lgamma(a + b)
-        per_dim = (a - 1.0) * torch.log(u) + (b - 1.0) * torch.log1p(-u) - log_norm
-        return per_dim.sum(dim=-1)
+        return (a - 1.0) * torch.log(u) + (b - 1.0) * torch.log1p(-u) - log_norm
 
     def entropy(self) -> torch.Tensor:
         """Joint differential entropy ``(B,)`` on the unit interval (nats)."""
@@ -141,8 +148,12 @@ class LogisticNormalDistribution:
 
     def log_prob(self, raw: torch.Tensor) -> torch.Tensor:
         """Joint Gaussian log-density ``(B,)`` of scores ``(B, A)`` (nats)."""
+        return self.log_prob_components(raw).sum(dim=-1)
+
+    def log_prob_components(self, raw: torch.Tensor) -> torch.Tensor:
+        """Each score's own Gaussian log-density ``(B, A)`` (nats; they sum to :meth:`log_prob`)."""
         z = (raw - self.loc) * torch.exp(-self.log_std)
-        return (-0.5 * z.square() - self.log_std - _HALF_LOG_TWO_PI).sum(dim=-1)
+        return -0.5 * z.square() - self.log_std - _HALF_LOG_TWO_PI
 
     def entropy(self) -> torch.Tensor:
         """Joint Gaussian entropy ``(B,)`` of the scores (nats)."""

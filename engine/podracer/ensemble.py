@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import torch
 
-from podracer.api import Agent, deterministic_policy
 from podracer.errors import TournamentError
 from podracer.leaderboard import Leaderboard
 from podracer.pod import AgentFactory
+from podracer.protocols import Agent, deterministic_policy
 
 
 class EnsemblePolicy:

@@ -97,7 +97,7 @@ class EntityLayout:
         """``(entities (B, M, F + E), globals (B, G))`` of observations ``(B, D)``."""
         m, f, e = self.num_entities, self.entity_features, self.entity_extras
         features = obs[:, : m * f].reshape(-1, m, f)
-        extras = obs[:, m * f : m * (f + e)].reshape(-1, e, m).transpose(1, 2)
+        extras = obs[:, m * f : m * (f + e)].reshape(obs.shape[0], e, m).transpose(1, 2)
         return torch.cat([features, extras], dim=2), obs[:, m * (f + e) :]
 
     def tie_statistics(self, mean: torch.Tensor, var: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -23,8 +23,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from podracer.api import TensorVectorEnv
+from podracer.entity_advantage import ENTITY_COSTS, ENTITY_OUTCOMES
 from podracer.errors import TournamentError
+from podracer.protocols import TensorVectorEnv
 
 
 @runtime_checkable
@@ -80,8 +81,11 @@ class ConcatEnvs:
         reward = torch.cat([part[1] for part in parts])
         terminated = torch.cat([part[2] for part in parts])
         truncated = torch.cat([part[3] for part in parts])
-        final_obs = torch.cat([part[4]["final_obs"] for part in parts])
-        return obs, reward, terminated, truncated, {"final_obs": final_obs}
+        info = {"final_obs": torch.cat([part[4]["final_obs"] for part in parts])}
+        for key in (ENTITY_OUTCOMES, ENTITY_COSTS):  # per-row extras every member reports
+            if all(key in part[4] for part in parts):
+                info[key] = torch.cat([part[4][key] for part in parts])
+        return obs, reward, terminated, truncated, info
 
 
 class EnvStack:

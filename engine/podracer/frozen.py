@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from podracer.api import Policy
 from podracer.distributions import to_action_range
 from podracer.entity import CrossSectionalActorCritic
 from podracer.networks import ActorCritic, FrozenMLP
 from podracer.normalization import RunningMeanStd
+from podracer.protocols import Policy
 
 
 def _rescale(

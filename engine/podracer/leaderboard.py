@@ -26,10 +26,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from podracer.api import Agent
 from podracer.errors import SnapshotError, TournamentError
 from podracer.judge import promotes
 from podracer.pod import AgentFactory, config_from_record
+from podracer.protocols import Agent
 from podracer.snapshot import (
     SNAPSHOT_SUFFIX,
     TEMP_SUFFIX,

@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
 
-from podracer.api import Agent, Policy, RoundStats, TensorVectorEnv, deterministic_policy
 from podracer.errors import SnapshotError, TournamentError
+from podracer.protocols import Agent, Policy, RoundStats, TensorVectorEnv, deterministic_policy
 
 
 class PodAgent(Agent, Protocol):

@@ -43,7 +43,6 @@ from typing import Any
 
 import torch
 
-from podracer.api import Policy, RoundStats, TensorVectorEnv
 from podracer.distributions import PolicyDistribution, to_action_range
 from podracer.entity import CrossSectionalActorCritic, EntityLayout
 from podracer.frozen import freeze_policy
@@ -73,6 +72,7 @@ from podracer.ppo_snapshot import (
     snapshot_of,
 )
 from podracer.ppo_update import ppo_update
+from podracer.protocols import Policy, RoundStats, TensorVectorEnv
 from podracer.rollout import Rollout, bootstrap_truncated, compute_gae
 
 __all__ = [
@@ -204,6 +204,13 @@ class PPOAgent:
         """Remember where a round on ``env`` ended: raw observations ``(N, D)`` the next one starts from."""
         self._cursor.end(env, next_obs)
 
+    def entity_shape(self) -> tuple[int, int]:
+        """``(M, K)`` (entities, global action dimensions) with ``advantages = "entity"``, else ``(0, 0)``."""
+        if self.config.advantages != "entity" or not isinstance(self.model, CrossSectionalActorCritic):
+            return 0, 0
+        layout = self.model.layout
+        return layout.num_entities, layout.action_globals
+
     def normalization_constants(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """``(shift, scale)`` ``(D,)`` of the current observation statistics (entities tied alike)."""
         return self._normalization.constants(dtype)
@@ -226,14 +233,19 @@ class PPOAgent:
                 f"env has obs_dim={env.obs_dim}, action_dim={env.action_dim}; "
                 f"agent expects {self.obs_dim}, {self.action_dim}"
             )
+        entities, action_globals = self.entity_shape()
         buf = self._rollout
-        if buf is None or buf.obs.shape[:2] != (steps, num_envs):
+        if (
+            buf is None
+            or buf.obs.shape[:2] != (steps, num_envs)
+            or (buf.entity_advantages is None) != (entities == 0)
+        ):
             buf = self._rollout = Rollout.allocate(
-                steps, num_envs, self.obs_dim, self.action_dim, self.device
+                steps, num_envs, self.obs_dim, self.action_dim, self.device, entities
             )
         first_obs = self.begin_collection(env)
         collected = collect_rollout(
-            self.model, env, first_obs, buf, cfg, self.generator, self._normalize, self._scale
+            self.model, env, first_obs, buf, cfg, self.generator, self._normalize, self._scale, action_globals
         )
         self.end_collection(env, collected.next_obs)
         if cfg.normalize_observations:

@@ -6,8 +6,11 @@ Shapes: ``T`` rollout steps per round, ``N`` parallel envs, ``D`` observation si
 env's box), steps the env ``T`` times and fills a :class:`~podracer.rollout.Rollout` without reading
 a tensor back to the host. The critic then values all ``T * N`` observations in a few large batches,
 truncated steps get ``gamma * V(final_obs)`` (:func:`~podracer.rollout.bootstrap_truncated`), and GAE
-gives advantages and returns (:func:`~podracer.rollout.compute_gae`). :class:`EnvCursor` remembers
-where an agent's rounds on an env continue. :meth:`podracer.ppo.PPOAgent.collect` ties them together.
+gives advantages and returns (:func:`~podracer.rollout.compute_gae`); with per-entity advantages
+(``advantages = "entity"``, a buffer allocated with entities) each step's entity terms and the
+scores' own log-densities are kept too (:mod:`podracer.entity_advantage`). :class:`EnvCursor`
+remembers where an agent's rounds on an env continue. :meth:`podracer.ppo.PPOAgent.collect` ties
+them together.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from dataclasses import dataclass
 
 import torch
 
-from podracer.api import TensorVectorEnv
 from podracer.distributions import PolicyDistribution
 from podracer.entity import CrossSectionalActorCritic
+from podracer.entity_advantage import entity_terms, with_future
 from podracer.networks import ActorCritic
 from podracer.ppo_config import PPOConfig
+from podracer.protocols import TensorVectorEnv
 from podracer.rollout import Rollout, bootstrap_truncated, compute_gae
 
 SEED_SPACE = 2**31 - 1
@@ -88,6 +92,7 @@ def collect_rollout(
     generator: torch.Generator,
     normalize: Callable[[torch.Tensor], torch.Tensor],
     to_env_actions: Callable[[torch.Tensor], torch.Tensor],
+    action_globals: int = 0,
 ) -> Collected:
     """Fill ``buf`` with ``T`` steps of ``env`` from ``raw_obs``, then its values, advantages and returns.
 
@@ -101,6 +106,8 @@ def collect_rollout(
         normalize: raw observations ``(B, D)`` -> what the networks see (the statistics are frozen
             for the round).
         to_env_actions: unit actions ``(B, A)`` -> actions in the env's box.
+        action_globals: ``K``, the global action dimensions before the entities' (per-entity
+            advantages only: a buffer with ``entity_advantages``).
     """
     steps, num_envs = buf.rewards.shape
     device = buf.rewards.device
@@ -119,8 +126,15 @@ def collect_rollout(
         raw = dist.sample(generator)
         buf.obs[t] = obs
         buf.unit_actions[t] = raw
-        buf.log_probs[t] = dist.log_prob(raw)
+        if buf.entity_log_probs is None:
+            buf.log_probs[t] = dist.log_prob(raw)
+        else:
+            components = dist.log_prob_components(raw)
+            buf.log_probs[t] = components.sum(dim=-1)
+            buf.entity_log_probs[t] = components[:, action_globals:]
         raw_obs, reward, terminated, truncated, info = env.step(to_env_actions(dist.squash(raw)))
+        if buf.entity_advantages is not None:
+            buf.entity_advantages[t] = entity_terms(dist, raw, info, action_globals)
         buf.rewards[t] = reward
         buf.terminated[t] = terminated
         buf.truncated[t] = truncated
@@ -150,6 +164,9 @@ def collect_rollout(
     )
     buf.advantages.copy_(advantages)
     buf.returns.copy_(returns)
+    if buf.entity_advantages is not None:
+        entity_advantages = with_future(buf.entity_advantages, advantages, buf.rewards, buf.values)
+        buf.entity_advantages.copy_(entity_advantages)
     metrics = {
         "mean_reward": mean_env_reward,
         "episodes_finished": finished_count,

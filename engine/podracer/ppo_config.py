@@ -30,6 +30,12 @@ context, softmax-of-Gaussian-scores weights (:class:`podracer.entity.CrossSectio
 needs an :class:`podracer.entity.EntityLayout`."""
 POLICY_KINDS: tuple[str, ...] = ("mlp", "cross_sectional")
 
+AdvantageKind = Literal["joint", "entity"]
+"""``joint``: one GAE advantage per transition for the whole action; ``entity``: one per entity score
+of a ``cross_sectional`` policy, from the per-entity outcomes the env reports
+(:mod:`podracer.entity_advantage`)."""
+ADVANTAGE_KINDS: tuple[str, ...] = ("joint", "entity")
+
 MIN_MINIBATCH_SIZE = 2
 """Transitions a minibatch needs at least (advantage normalisation takes a standard deviation)."""
 
@@ -72,6 +78,8 @@ class PPOConfig:
             the best recent whole trajectories (:mod:`podracer.hterm`); 0 turns it off.
         h_term_trajectories: trajectories (each ``rollout_steps`` long) the H-term keeps and
             steps on; its extra work per round is about ``h_term_trajectories / N`` of PPO's.
+        advantages: how the policy loss credits the action (:data:`AdvantageKind`); ``entity``
+            needs ``policy = "cross_sectional"`` and an env that reports per-entity outcomes.
     """
 
     rollout_steps: int = 64
@@ -98,6 +106,7 @@ class PPOConfig:
     policy: PolicyKind = "mlp"
     h_term_coef: float = 0.0
     h_term_trajectories: int = 32
+    advantages: AdvantageKind = "joint"
 
     PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {
         "learning_rate": (1e-5, 3e-3),
@@ -156,6 +165,12 @@ class PPOConfig:
             )
         if self.policy not in POLICY_KINDS:
             raise AgentError(f"PPOConfig.policy must be 'mlp' or 'cross_sectional', got {self.policy!r}")
+        if self.advantages not in ADVANTAGE_KINDS:
+            raise AgentError(f"PPOConfig.advantages must be 'joint' or 'entity', got {self.advantages!r}")
+        if self.advantages == "entity" and self.policy != "cross_sectional":
+            raise AgentError(
+                f"PPOConfig.advantages 'entity' needs policy 'cross_sectional', got policy {self.policy!r}"
+            )
         if self.activation not in ("tanh", "relu", "elu"):
             raise AgentError(f"PPOConfig.activation must be 'tanh', 'relu' or 'elu', got {self.activation!r}")
         if not self.hidden_sizes or any(int(h) < 1 for h in self.hidden_sizes):
@@ -243,8 +258,10 @@ def build_optimizer(model: torch.nn.Module, config: PPOConfig) -> torch.optim.Ad
 
 
 __all__ = [
+    "ADVANTAGE_KINDS",
     "MIN_MINIBATCH_SIZE",
     "POLICY_KINDS",
+    "AdvantageKind",
     "AgentError",
     "LrSchedule",
     "PPOConfig",

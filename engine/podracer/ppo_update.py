@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from podracer.entity import CrossSectionalActorCritic
+from podracer.entity_advantage import entity_policy_loss
 from podracer.networks import ActorCritic
 from podracer.ppo_config import PPOConfig
 from podracer.rollout import Rollout
@@ -59,6 +60,11 @@ def ppo_update(
     advantages = rollout.advantages.flatten()
     returns = rollout.returns.flatten()
     batch = obs.shape[0]
+    entity = rollout.entity_advantages is not None and rollout.entity_log_probs is not None
+    if rollout.entity_advantages is not None and rollout.entity_log_probs is not None:
+        entity_advantages = rollout.entity_advantages.flatten(0, 1)
+        entity_log_probs = rollout.entity_log_probs.flatten(0, 1)
+        action_globals = unit_actions.shape[-1] - entity_log_probs.shape[-1]
 
     sums = torch.zeros(5, device=device)  # policy loss, value loss, approx_kl, clip_frac, count
     epochs_run = 0
@@ -69,14 +75,30 @@ def ppo_update(
         for idx in minibatches:
             mb_obs, mb_old_values, mb_returns = obs[idx], old_values[idx], returns[idx]
             dist = model.distribution(mb_obs)
-            log_ratio = dist.log_prob(unit_actions[idx]) - old_log_probs[idx]
-            ratio = log_ratio.exp()
             adv = advantages[idx]
             if cfg.normalize_advantages:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            policy_loss = torch.max(
-                -adv * ratio, -adv * ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
-            ).mean()
+            if entity:
+                components = dist.log_prob_components(unit_actions[idx])
+                log_ratio = components.sum(dim=-1) - old_log_probs[idx]
+                ratio = log_ratio.exp()
+                policy_loss = entity_policy_loss(
+                    components,
+                    entity_log_probs[idx],
+                    old_log_probs[idx],
+                    entity_advantages[idx],
+                    adv,
+                    1.0 - cfg.clip_coef,
+                    1.0 + cfg.clip_coef,
+                    action_globals,
+                    cfg.normalize_advantages,
+                )
+            else:
+                log_ratio = dist.log_prob(unit_actions[idx]) - old_log_probs[idx]
+                ratio = log_ratio.exp()
+                policy_loss = torch.max(
+                    -adv * ratio, -adv * ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
+                ).mean()
 
             new_values = model.value(mb_obs)
             value_error = (new_values - mb_returns).square()

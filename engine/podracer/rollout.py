@@ -91,6 +91,10 @@ class Rollout:
         final_obs: ``(T, N, D)`` observation each step reached before any reset (normalised when enabled).
         advantages: ``(T, N)`` GAE advantages (filled after collection).
         returns: ``(T, N)`` value targets (filled after collection).
+        entity_log_probs: ``(T, N, M)`` the entity scores' own log-densities (``advantages =
+            "entity"``; else ``None``).
+        entity_advantages: ``(T, N, M)`` per-entity advantages (:mod:`podracer.entity_advantage`;
+            entity terms during collection), or ``None``.
     """
 
     obs: torch.Tensor
@@ -103,12 +107,21 @@ class Rollout:
     final_obs: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
+    entity_log_probs: torch.Tensor | None = None
+    entity_advantages: torch.Tensor | None = None
 
     @classmethod
     def allocate(
-        cls, steps: int, num_envs: int, obs_dim: int, action_dim: int, device: torch.device
+        cls,
+        steps: int,
+        num_envs: int,
+        obs_dim: int,
+        action_dim: int,
+        device: torch.device,
+        entities: int = 0,
     ) -> Rollout:
-        """Zeroed buffers for ``steps`` x ``num_envs`` transitions on ``device``."""
+        """Zeroed buffers for ``steps`` x ``num_envs`` transitions on ``device`` (with the per-entity
+        ones when ``entities > 0``)."""
 
         def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.zeros(shape, dtype=dtype, device=device)
@@ -124,4 +137,6 @@ class Rollout:
             final_obs=zeros(steps, num_envs, obs_dim),
             advantages=zeros(steps, num_envs),
             returns=zeros(steps, num_envs),
+            entity_log_probs=zeros(steps, num_envs, entities) if entities else None,
+            entity_advantages=zeros(steps, num_envs, entities) if entities else None,
         )

@@ -114,3 +114,84 @@ class TargetMatchingEnv:
         terminated = torch.zeros_like(truncated)
         self._obs = self._draw_obs()
         return self._obs, reward, terminated, truncated, {"final_obs": self._obs}
+
+
+class EntityChoiceEnv:
+    """Batched noisy entity choice: spread a unit of weight over ``M`` entities (and a null slot).
+
+    Satisfies :class:`podracer.api.TensorVectorEnv` and reports per-entity outcomes
+    (:mod:`podracer.entity_advantage`). Each step every env shows one standard-normal feature
+    ``x_i`` per entity (entity-major, then one global column of ones); entity ``i`` then pays
+    ``outcome_i = edge * x_i + noise * eps_i`` (``eps`` standard normal), and the reward of weights
+    ``w = (w_null, w_1 .. w_M)`` (the action, a point of the simplex) is ``sum_i w_i * outcome_i``.
+    The best policy puts all the weight on the largest ``x_i``; the noise makes one step's reward a
+    poor guide to which entity earned it, as a market's does. Episodes last ``episode_length``
+    steps and end truncated.
+
+    Args:
+        num_envs: ``N``.
+        num_entities: ``M``.
+        edge: how much of an entity's outcome its feature predicts.
+        noise: standard deviation of the unpredictable part.
+        episode_length: steps per episode.
+        device: where every tensor lives.
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        num_entities: int,
+        edge: float,
+        noise: float,
+        episode_length: int,
+        device: torch.device | str,
+    ) -> None:
+        if min(num_envs, num_entities, episode_length) < 1:
+            raise ValueError("num_envs, num_entities and episode_length must all be >= 1")
+        self.num_envs = num_envs
+        self.num_entities = num_entities
+        self.obs_dim = num_entities + 1
+        self.action_dim = num_entities + 1
+        self.action_low, self.action_high = 0.0, 1.0
+        self.edge, self.noise = float(edge), float(noise)
+        self.episode_length = episode_length
+        self.device = torch.device(device)
+        self._generator = torch.Generator(device=self.device)
+        self._obs = torch.zeros(num_envs, self.obs_dim, device=self.device)
+        self._elapsed = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+
+    def _draw_obs(self) -> torch.Tensor:
+        shape = (self.num_envs, self.num_entities)
+        features = torch.randn(shape, generator=self._generator, device=self.device)
+        return torch.cat([features, torch.ones(self.num_envs, 1, device=self.device)], dim=1)
+
+    def reset(self, *, seed: int | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Start every env at a random step of its episode; observations ``(N, M + 1)`` and ``{}``."""
+        if seed is not None:
+            self._generator.manual_seed(seed)
+        self._elapsed = torch.randint(
+            self.episode_length, (self.num_envs,), generator=self._generator, device=self.device
+        )
+        self._obs = self._draw_obs()
+        return self._obs, {}
+
+    def step(
+        self, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Pay ``actions`` ``(N, M + 1)`` (normalised to weights) their entities' outcomes.
+
+        Returns:
+            ``(obs, reward, terminated, truncated, info)``; info holds ``final_obs`` and
+            ``entity_outcomes`` ``(N, M)``.
+        """
+        weights = actions.clamp_min(0.0)
+        weights = weights / weights.sum(dim=1, keepdim=True).clamp_min(1e-12)
+        eps = torch.randn(self.num_envs, self.num_entities, generator=self._generator, device=self.device)
+        outcomes = self.edge * self._obs[:, : self.num_entities] + self.noise * eps
+        reward = (weights[:, 1:] * outcomes).sum(dim=1)
+        self._elapsed = self._elapsed + 1
+        truncated = self._elapsed >= self.episode_length
+        self._elapsed = torch.where(truncated, torch.zeros_like(self._elapsed), self._elapsed)
+        self._obs = self._draw_obs()
+        info = {"final_obs": self._obs, "entity_outcomes": outcomes}
+        return self._obs, reward, torch.zeros_like(truncated), truncated, info

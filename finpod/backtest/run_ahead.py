@@ -42,8 +42,7 @@ from finpod.data.panel import Panel
 from finpod.env import dynamics
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
-from podracer.api import Policy
-from podracer.frozen import FrozenActorPolicy, RowWisePolicy
+from podracer.api import FrozenActorPolicy, Policy, RowWisePolicy
 
 MIN_BARS = 1
 """The shortest block (after a trade on a block's first bar)."""

@@ -17,8 +17,7 @@ from collections.abc import Sequence
 import torch
 
 from finpod.backtest.ensemble import EnsemblePolicy
-from podracer.api import Policy
-from podracer.frozen import FrozenActorPolicy, StackedActors
+from podracer.api import FrozenActorPolicy, Policy, StackedActors
 
 
 class TraderBatch:

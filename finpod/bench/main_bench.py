@@ -43,7 +43,7 @@ from finpod.errors import SpecError
 from finpod.paths import example_specs
 from finpod.pipeline.phases import PHASES
 from finpod.pipeline.trader_inputs import TRADER_INPUTS_FILE
-from finpod.spec import Spec, ppo_config_from
+from finpod.spec import Spec
 
 SHAPES: Final[tuple[str, ...]] = ("daily20", "minute100")
 """Named shapes of the main job."""
@@ -105,7 +105,7 @@ def shape_spec(shape: str, days: int | None, overrides: Sequence[str]) -> Spec:
     Raises:
         SpecError: an unknown shape, a bad ``--days`` or a bad override.
     """
-    from finpod.cli.overrides import apply_overrides
+    from finpod.spec.overrides import apply_overrides
 
     if shape not in SHAPES:
         raise SpecError(f"unknown shape {shape!r}; pick one of {', '.join(SHAPES)}")
@@ -246,7 +246,7 @@ def run_main_bench(shape: str, spec: Spec, out: Path | None = None) -> MainBench
         num_features=len(inputs["feature_names"]),
         num_sessions=10,
         device=device,
-        config=ppo_config_from(spec.agent),
+        config=spec.agent_config(),
         warmup_rounds=1,
         rounds=TRAIN_BENCH_ROUNDS,
         matmul_size=512,

@@ -55,7 +55,6 @@ from finpod.bench.skill_names import (
     daily_case_name,
     smoke_case_name,
 )
-from finpod.cli.overrides import apply_overrides
 from finpod.data.panel import Panel
 from finpod.data.signals import SignalSpec
 from finpod.data.synth import symbol_names, synth_market
@@ -64,20 +63,17 @@ from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.linear_baseline import fit_linear_trader
 from finpod.oracle import equal_weight_policy, fit_oracle, returns_sharpe, segment_returns, share_captured
+from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import backtest_panel, selection_panel
-from finpod.pipeline.main import select, tournament_config
+from finpod.pipeline.main import select
 from finpod.pipeline.training import (
-    TRAIN_SEGMENT,
-    agent_factory,
-    base_agent_config,
     deterministic_policy,
-    env_config,
     validation_score,
 )
 from finpod.report.verdict import judge
 from finpod.spec import Spec
-from podracer import Policy, Tournament
-from podracer.ppo import PPOAgent, PPOConfig
+from finpod.spec.overrides import apply_overrides
+from podracer.api import Policy, PPOAgent, PPOConfig, Tournament
 
 POOL_SIZE: Final[int] = 4
 EVAL_EVERY_ROUNDS: Final[int] = 2
@@ -344,15 +340,20 @@ class _Problem:
     started: float = field(default_factory=time.perf_counter)
     excluded_seconds: float = 0.0
     """Wall seconds of the curve's held-out passes (not the contender's work)."""
+    context: RunContext = field(init=False)
+    """The contender's env settings, sizes and agent factory (on the selection panel)."""
+
+    def __post_init__(self) -> None:
+        self.context = RunContext.of(self.spec, self.selection, self.device)
 
     @property
     def eval_config(self) -> EnvConfig:
-        return env_config(self.spec, random_start=False)
+        return self.context.eval_config
 
     @property
     def steps_per_score(self) -> int:
         """Env steps one pod trains between two validation scores."""
-        agent = base_agent_config(self.spec)
+        agent = self.spec.agent_config()
         return agent.rollout_steps * self.spec.env.num_envs * self.spec.tournament.eval_every_rounds
 
     @property
@@ -382,17 +383,9 @@ def _train_one(
 ) -> tuple[float, dict[str, Any], int]:
     """One pod alone for ``budget`` env steps (or the tournament's wall budget); ``(best validation
     score, its state, env steps)``."""
-    probe = TradingEnv(problem.selection, TRAIN_SEGMENT, env_config(problem.spec, random_start=True), 1, 0)
-    agent = agent_factory(probe, problem.device)(config, seed)
+    agent = problem.context.agent_factory(config, seed)
     assert isinstance(agent, PPOAgent)
-    env = TradingEnv(
-        problem.selection,
-        TRAIN_SEGMENT,
-        env_config(problem.spec, random_start=True),
-        problem.spec.env.num_envs,
-        seed,
-        problem.device,
-    )
+    env = problem.context.train_env(problem.selection, seed)
     best_score, best_state = -math.inf, agent.state_dict()
     rounds = 0
     wall_budget = problem.spec.tournament.budget_seconds
@@ -408,21 +401,20 @@ def _train_one(
 
 
 def _restore(problem: _Problem, state: dict[str, Any]) -> Policy:
-    probe = TradingEnv(problem.selection, TRAIN_SEGMENT, env_config(problem.spec, random_start=True), 1, 0)
-    agent = agent_factory(probe, problem.device)(PPOConfig.from_dict(state["config"]), int(state["seed"]))
+    agent = problem.context.agent_factory(PPOConfig.from_dict(state["config"]), int(state["seed"]))
     assert isinstance(agent, PPOAgent)
     agent.load_state_dict(state)
     return deterministic_policy(agent)
 
 
 def _run_single(problem: _Problem) -> tuple[dict[str, Policy], int]:
-    config = base_agent_config(problem.spec)
+    config = problem.spec.agent_config()
     _, state, steps = _train_one(problem, config, problem.spec.seed, problem.spec.tournament.budget_env_steps)
     return {"best": _restore(problem, state)}, steps
 
 
 def _run_best_of(problem: _Problem) -> tuple[dict[str, Policy], int]:
-    config = base_agent_config(problem.spec)
+    config = problem.spec.agent_config()
     budget = problem.spec.tournament.budget_env_steps // POOL_SIZE
     runs = [_train_one(problem, config, problem.spec.seed * POOL_SIZE + i, budget) for i in range(POOL_SIZE)]
     _, state, _ = max(runs, key=lambda run: run[0])
@@ -430,19 +422,17 @@ def _run_best_of(problem: _Problem) -> tuple[dict[str, Policy], int]:
 
 
 def _run_tournament(problem: _Problem) -> tuple[dict[str, Policy], int]:
-    spec, device = problem.spec, problem.device
-    train = env_config(spec, random_start=True)
-    factory = agent_factory(TradingEnv(problem.selection, TRAIN_SEGMENT, train, 1, 0, device), device)
+    spec, factory = problem.spec, problem.context.agent_factory
 
     def make_env(seed: int) -> TradingEnv:
-        return TradingEnv(problem.selection, TRAIN_SEGMENT, train, spec.env.num_envs, seed, device)
+        return problem.context.train_env(problem.selection, seed)
 
     with tempfile.TemporaryDirectory(prefix="finpod-skill-") as scratch:
         tournament = Tournament(
-            tournament_config(spec),
+            spec.tournament_config(),
             Path(scratch),
             factory,
-            base_agent_config(spec),
+            spec.agent_config(),
             make_env,
             problem.validate,
         )

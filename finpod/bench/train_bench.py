@@ -13,7 +13,9 @@ What is measured:
 
 The market is ``finpod bench env``'s seeded random panel (:func:`finpod.bench.env_bench.random_walk_panel`)
 with the shape of the real pipeline's minute panel (``num_features`` features per asset); its values
-do not affect the cost of a step. The env runs eagerly with the default :class:`EnvConfig`.
+do not affect the cost of a step. The env runs eagerly with the default :class:`EnvConfig` but
+one session of minutes as its horizon (:data:`~finpod.bench.env_bench.BARS_PER_SESSION`, as
+``finpod bench env``).
 """
 
 from __future__ import annotations
@@ -25,12 +27,12 @@ from typing import Any
 
 import torch
 
-from finpod.bench.env_bench import random_walk_panel
+from finpod.bench.env_bench import BARS_PER_SESSION, random_walk_panel
 from finpod.env import EnvConfig, TradingEnv
 from finpod.errors import SpecError
 from finpod.matmul_precision import check_matmul_precision, cuda_matmul_precision
 from finpod.pipeline.phases import peak_rss_bytes
-from podracer.ppo import PPOAgent, PPOConfig
+from podracer.api import PPOAgent, PPOConfig
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,9 @@ def run_train_bench(
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     panel = random_walk_panel(num_sessions, num_assets, num_features, seed)
-    env = TradingEnv(panel, "train", EnvConfig(), num_envs, seed=seed, device=device)
+    env = TradingEnv(
+        panel, "train", EnvConfig(horizon_bars=BARS_PER_SESSION), num_envs, seed=seed, device=device
+    )
     agent = PPOAgent(
         env.obs_dim, env.action_dim, env.action_low, env.action_high, config, device, seed, layout=env.layout
     )

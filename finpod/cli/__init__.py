@@ -15,8 +15,8 @@ from typing import Annotated
 import typer
 from typer import _click as click
 
-import finpod
 from finpod.cli import bench, data, errors, init, output, paper, run, runs
+from finpod.version import __version__
 
 app = typer.Typer(
     name="finpod",
@@ -29,7 +29,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        sys.stdout.write(f"finpod {finpod.__version__}\n")
+        sys.stdout.write(f"finpod {__version__}\n")
         raise typer.Exit()
 
 

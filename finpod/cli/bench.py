@@ -58,7 +58,7 @@ def train(
 ) -> None:
     """PPO training samples/s on the finpod env (learning included) and the learner's share of peak matmul."""
     from finpod.bench import env_bench, train_bench
-    from podracer.ppo import PPOConfig
+    from podracer.api import PPOConfig
 
     _set_torch_threads(threads)
     r = train_bench.run_train_bench(

@@ -87,7 +87,7 @@ def paper_command(
 def _replay_dates(run_dir: Path) -> str:
     """``--start D --end D`` over the run's backtest segment (a placeholder when the run is unreadable)."""
     from finpod.errors import FinpodError
-    from finpod.pipeline.rundir import RunDir
+    from finpod.rundir import RunDir
 
     try:
         first, last = RunDir(run_dir.expanduser().resolve()).load_spec().segments.backtest
@@ -97,7 +97,7 @@ def _replay_dates(run_dir: Path) -> str:
 
 
 def _spec_trader(run_dir: Path) -> str:
-    from finpod.pipeline.rundir import RunDir
+    from finpod.rundir import RunDir
 
     run = RunDir(run_dir.expanduser().resolve())
     run.read_info()

@@ -58,9 +58,9 @@ def run_command(
     ] = None,
 ) -> None:
     """Train a tournament on SPEC, select on validation, backtest once, write the report."""
-    from finpod.cli.overrides import apply_overrides
     from finpod.pipeline.main import run
     from finpod.spec import Spec
+    from finpod.spec.overrides import apply_overrides
 
     resolved = apply_overrides(Spec.from_toml(spec), overrides or [])
     placement = {k: v for k, v in (("backend", backend), ("address", address)) if v is not None}

@@ -75,7 +75,7 @@ from finpod.data.store import Manifest, write_dataset
 from finpod.data.validate import validate_bars
 from finpod.errors import BrokerError, DataError, SpecError
 from finpod.net import DEFAULT_TIMEOUTS, Timeouts, install_timeouts, is_timeout, redact, register_secret
-from podracer.snapshot import atomic_write_bytes
+from podracer.api import atomic_write_bytes
 
 KEY_ID_VARIABLE: Final[str] = "APCA_API_KEY_ID"
 SECRET_KEY_VARIABLE: Final[str] = "APCA_API_SECRET_KEY"

@@ -28,10 +28,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-import finpod
 from finpod.data.schema import BAR_COLUMNS
 from finpod.errors import DataError
-from podracer.snapshot import fsync_directory
+from finpod.version import __version__
+from podracer.api import fsync_directory
 
 BARS_FILE: Final[str] = "bars.parquet"
 MANIFEST_FILE: Final[str] = "manifest.json"
@@ -202,7 +202,7 @@ def write_dataset(
             rows=len(ordered),
             sha256=_sha256_of(tmp / BARS_FILE),
             created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            finpod_version=finpod.__version__,
+            finpod_version=__version__,
             repairs=dict(repairs),
             notes=tuple(notes),
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from finpod.errors import SpecError
 
@@ -59,6 +59,10 @@ class EnvConfig:
             every step. Unused in ``"share_delta"`` mode.
     """
 
+    COST_FIELDS: ClassVar[tuple[str, ...]] = ("fee_rate", "half_spread_bps", "max_participation")
+    """The settings of the cost model (fee, slippage, volume cap): what a replay of a trained trader
+    may change (``finpod.backtest_run(costs=...)``) without retraining it."""
+
     initial_cash_usd: float = 1_000_000.0
     fee_rate: float = 0.002
     half_spread_bps: float = 0.0
@@ -69,7 +73,7 @@ class EnvConfig:
     reward: RewardMode = "log_return"
     reward_scale: float = 100.0
     risk_penalty: float = 0.0
-    horizon_bars: int = 390
+    horizon_bars: int = 250
     random_start: bool = True
     whole_shares: bool = False
     rebalance_band: float = 0.0

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from podracer.entity import EntityLayout
+from podracer.api import EntityLayout
 
 NUM_PORTFOLIO_COLUMNS_BEYOND_ASSETS = 1
 """Cash share, written per step after the ``M`` weights."""

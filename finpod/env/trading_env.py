@@ -17,8 +17,9 @@ import torch
 from finpod.data.panel import Panel
 from finpod.env import dynamics
 from finpod.env.config import EnvConfig
+from finpod.env.entity_outcomes import entity_outcomes
 from finpod.env.market import Market, build_market
-from finpod.env.observation import entity_layout, observation_size
+from finpod.env.shape import EnvShape
 from finpod.env.state import KEY_BITS, EnvState, initial_state, restart_where
 from finpod.errors import SpecError
 from podracer.api import TensorVectorEnv
@@ -46,7 +47,8 @@ class TradingEnv:
     ``terminated`` is always false (no ruin is possible); ``truncated`` marks the episode end and the
     learner bootstraps there. Actions: see :class:`EnvConfig` (``weights``: ``(N, M + 1)`` over
     ``[cash, asset_1 .. asset_M]``; ``share_delta``: ``(N, M)``). Observations: see
-    :mod:`finpod.env.observation`.
+    :mod:`finpod.env.observation`. The sizes are :attr:`shape` (:class:`~finpod.env.shape.EnvShape`),
+    also given as ``obs_dim``, ``action_dim``, ``action_low``, ``action_high`` and ``layout``.
 
     After a step, :attr:`cash_usd`, :attr:`shares` and :attr:`equity_usd` are the CURRENT state, i.e.
     already reset for the envs that finished on that step; the step's own outcome (before any reset)
@@ -87,12 +89,10 @@ class TradingEnv:
         self.market: Market = build_market(panel, segment, config, self.device)
         self.num_envs = num_envs
         self.num_assets = panel.num_assets
-        self.obs_dim = observation_size(panel.num_assets, panel.num_features)
-        if config.action_mode == "weights":
-            self.action_dim, self.action_low, self.action_high = panel.num_assets + 1, 0.0, 1.0
-        else:
-            self.action_dim, self.action_low, self.action_high = panel.num_assets, -1.0, 1.0
-        self.layout = entity_layout(panel.num_assets, panel.num_features, self.action_dim - panel.num_assets)
+        self.shape = EnvShape.of(panel.num_assets, panel.num_features, config.action_mode)
+        self.obs_dim, self.action_dim = self.shape.obs_dim, self.shape.action_dim
+        self.action_low, self.action_high = self.shape.action_low, self.shape.action_high
+        self.layout = self.shape.layout
         settle_fn: dynamics.SettleFn | None = None
         if compile_step:
             settle_fn = torch.compile(
@@ -236,7 +236,9 @@ class TradingEnv:
         Returns:
             ``(obs (N, D), reward (N,), terminated (N,), truncated (N,), info)``; info holds
             ``final_obs`` ``(N, D)``, ``equity_usd``, ``cash_usd``, ``cost_usd``, ``traded_usd``,
-            ``bar_index`` (``(N,)``) and ``shares`` ``(N, M)``, all of the step before any reset.
+            ``bar_index`` (``(N,)``) and ``shares`` ``(N, M)``, all of the step before any reset;
+            in ``weights`` mode also ``entity_outcomes`` and ``entity_costs`` ``(N, M)``
+            (:mod:`finpod.env.entity_outcomes`).
         """
         if actions.shape != (self.num_envs, self.action_dim):
             raise SpecError(
@@ -244,6 +246,7 @@ class TradingEnv:
                 f"got {tuple(actions.shape)}"
             )
         step_fn = self._step_fn if self.episode_ends_within(1) else self._advance_fn
+        before = self.state
         self.state, out = step_fn(self.state, actions.to(device=self.device, dtype=torch.float32))
         self.note_steps_taken(1)
         info = {
@@ -255,6 +258,10 @@ class TradingEnv:
             "traded_usd": out.traded_usd,
             "bar_index": out.bar_index,
         }
+        if self.config.action_mode == "weights":
+            info |= entity_outcomes(
+                self.config, self.market, before.cash_usd, before.shares, out.shares, out.bar_index
+            )
         return out.obs, out.reward, out.terminated, out.truncated, info
 
     def stack(self, members: Sequence[TensorVectorEnv]) -> TradingEnv:

@@ -20,18 +20,15 @@ from finpod.data.features import FeatureStats
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
 from finpod.env.observation import fill_observation, observation_template
-from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
+from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import backtest_panel, load_bars, selection_panel, universe_symbols
-from finpod.pipeline.main import PROBE_ENVS, PROBE_SEED, select, target_weights
-from finpod.pipeline.rundir import RunDir
+from finpod.pipeline.main import select, target_weights
 from finpod.pipeline.trader_inputs import trader_inputs
-from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, env_config
+from finpod.rundir import RunDir
 from finpod.spec import Spec
 from finpod.trader import load_policy
-from podracer import Leaderboard
-from podracer.api import Policy
-from podracer.orchestrator import LEADERBOARD_DIR
+from podracer.api import Policy, leaderboard_of
 
 TraderName = Literal["best", "ensemble"]
 TRADER_NAMES: Final[tuple[str, ...]] = ("best", "ensemble")
@@ -100,12 +97,10 @@ def load_run(run_dir: Path, trader: str, *, full_panel: bool) -> LoadedRun:
     symbols = universe_symbols(spec, bars)
     build = backtest_panel if full_panel else selection_panel
     panel = build(spec, bars, symbols, str(device))
-    probe = TradingEnv(
-        panel, TRAIN_SEGMENT, env_config(spec, random_start=True), PROBE_ENVS, PROBE_SEED, device
-    )
-    policies = select(spec, Leaderboard.open(run.tournament / LEADERBOARD_DIR), agent_factory(probe, device))
+    context = RunContext.of(spec, panel, device)
+    policies = select(spec, leaderboard_of(run.tournament), context.agent_factory)
     chosen = _choose(policies, trader, run.root)
-    return LoadedRun(run, spec, panel, env_config(spec, random_start=False), Trader(trader, chosen), device)
+    return LoadedRun(run, spec, panel, context.eval_config, Trader(trader, chosen), device)
 
 
 @dataclass(frozen=True)
@@ -152,7 +147,7 @@ def load_live(run_dir: Path, trader: str) -> LiveRun:
         action_mode=spec.env.action_mode,
     )
     return LiveRun(
-        run, spec, tuple(symbols), stats, env_config(spec, random_start=False), Trader(trader, policy)
+        run, spec, tuple(symbols), stats, spec.env_config(random_start=False), Trader(trader, policy)
     )
 
 

@@ -17,7 +17,7 @@ from finpod.errors import SpecError
 from finpod.paper.decision import PAPER_DIR, TRADER_NAMES
 from finpod.paper.journal import Journal
 from finpod.paper.loop import journal_path
-from finpod.pipeline.rundir import RunDir
+from finpod.rundir import RunDir
 
 LIMIT_KINDS: Final[tuple[str, ...]] = (
     "limit",

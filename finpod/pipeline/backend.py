@@ -19,7 +19,7 @@ import torch
 
 from finpod.errors import SpecError
 from finpod.spec import Spec
-from podracer import Backend, PopulationBackend, TournamentError
+from podracer.api import Backend, PopulationBackend, TournamentError, ray_backend
 
 
 def population_threads(spec: Spec) -> int:
@@ -83,10 +83,8 @@ def pod_backend(spec: Spec, device: torch.device) -> Iterator[Backend | None]:
             'tournament.gpus_per_pod: 0 with device "cuda" leaves Ray pods no GPU; fix: set gpus_per_pod '
             '(e.g. 0.25 for four pods a GPU) or device = "cpu"'
         )
-    from podracer.backends.ray_backend import RayBackend
-
     try:
-        ray = RayBackend(
+        ray = ray_backend(
             settings.address,
             cpus_per_pod=settings.cpus_per_pod,
             gpus_per_pod=settings.gpus_per_pod,

@@ -25,7 +25,6 @@ import pandas as pd
 import torch
 from rich.console import Console
 
-import finpod
 from finpod.backtest.ensemble import ensemble_policy
 from finpod.backtest.ensemble import (
     target_weights as target_weights,  # re-exported: finpod.paper reads it here
@@ -42,6 +41,7 @@ from finpod.linear_baseline import linear_baseline
 from finpod.matmul_precision import cuda_matmul_precision
 from finpod.paths import default_data_root
 from finpod.pipeline.backend import pod_backend, population_workers, resolved_backend, training_threads
+from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import (
     adjustment_warning,
     backtest_panel,
@@ -53,32 +53,29 @@ from finpod.pipeline.inputs import (
 )
 from finpod.pipeline.phases import PhaseClock, peak_rss_bytes
 from finpod.pipeline.progress import TrainingMonitor
-from finpod.pipeline.rundir import RunDir, create_run_dir, find_resumable, reports_root
 from finpod.pipeline.summary import print_summary
 from finpod.pipeline.trader_inputs import save_trader_inputs
 from finpod.pipeline.training import (
-    TRAIN_SEGMENT,
     AgentFactory,
     ValidationScore,
-    agent_factory,
-    base_agent_config,
     check_horizon,
     deterministic_policy,
-    env_config,
     precision_agent_factory,
 )
 from finpod.report import metrics_table, write_report
-from finpod.spec import Spec, TournamentSpec
-from podracer import Leaderboard, Policy, Tournament, TournamentConfig
-from podracer.fusion import fused_agent_factory
-from podracer.orchestrator import STATE_NAME
+from finpod.rundir import RunDir, create_run_dir, find_resumable, reports_root
+from finpod.spec import Spec
+from finpod.version import __version__
+from podracer.api import (
+    Leaderboard,
+    Policy,
+    Tournament,
+    fused_agent_factory,
+    tournament_exists,
+)
 
 if TYPE_CHECKING:
     from finpod.trader import TraderName, TraderPolicy
-
-PROBE_ENVS = 1
-PROBE_SEED = 0
-"""A one-env probe only tells the agent factory the observation and action sizes."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +165,7 @@ def run(
     late = late_symbols(spec, bars)
     panel = selection_panel(spec, bars, symbols, str(device))
     check_horizon(spec, panel)
+    context = RunContext.of(spec, panel, device)
     clock.lap("data")
     # every check that can refuse the spec ran above: only now is anything written
     if resumed is not None:
@@ -189,16 +187,15 @@ def run(
         if panel.feature_stats is not None:
             save_trader_inputs(run_dir.root, symbols, panel.feature_stats)
         try:
-            leaderboard, history = train(spec, panel, run_dir, device, resume=resume, console=console)
+            leaderboard, history = train(context, panel, run_dir, resume=resume, console=console)
         except BaseException:
-            if resumed is None and not (run_dir.tournament / STATE_NAME).exists():
+            if resumed is None and not tournament_exists(run_dir.tournament):
                 shutil.rmtree(run_dir.root, ignore_errors=True)  # nothing trained: nothing to resume
             raise
         clock.lap("train")
         run_dir.set_status("backtesting")
-        factory = agent_factory(_probe(spec, panel, device), device)
-        policies = select(spec, leaderboard, factory)
-        settings = env_config(spec, random_start=False)
+        policies = select(spec, leaderboard, context.agent_factory)
+        settings = context.eval_config
         linear, linear_fit, linear_note = linear_baseline(panel, settings, device)  # train + validation only
         validation = run_backtest(panel, "validation", settings, policies, device, baselines=linear)
         clock.lap("validate")
@@ -234,9 +231,10 @@ def run(
 
 
 def train(
-    spec: Spec, panel: Panel, run_dir: RunDir, device: torch.device, *, resume: bool, console: Console
+    context: RunContext, panel: Panel, run_dir: RunDir, *, resume: bool, console: Console
 ) -> tuple[Leaderboard, list[dict[str, Any]]]:
-    """Run (or resume) the tournament on ``panel``'s train segment, ranked on its validation segment.
+    """Run (or resume) the tournament of ``context``'s spec on ``panel``'s train segment, ranked on
+    its validation segment.
 
     ``panel`` must be the selection panel: it holds no backtest bar.
 
@@ -245,31 +243,29 @@ def train(
     """
     if "backtest" in panel.segments:
         raise SpecError("internal: the tournament was handed a panel with backtest bars")
-    train_config = env_config(spec, random_start=True)
-    eval_config = env_config(spec, random_start=False)
-    factory = agent_factory(_probe(spec, panel, device), device)
+    spec, device = context.spec, context.device
 
     def make_env(seed: int) -> TradingEnv:
-        return TradingEnv(panel, TRAIN_SEGMENT, train_config, spec.env.num_envs, seed, device)
+        return context.train_env(panel, seed)
 
     evaluate = ValidationScore(
         panel,
-        eval_config,
+        context.eval_config,
         device,
         chunks=spec.tournament.validation_chunks,
         warmup_bars=spec.tournament.validation_warmup_bars,
     )
 
-    base = base_agent_config(spec)
+    base = spec.agent_config()
     precision = spec.tournament.cuda_matmul_precision
-    factory = precision_agent_factory(factory, device, precision)
+    factory = precision_agent_factory(context.agent_factory, device, precision)
     factory = fused_agent_factory(factory, make_env, spec.tournament.learners)
     with cuda_matmul_precision(device, precision), pod_backend(spec, device) as backend:
-        if resume and (run_dir.tournament / STATE_NAME).is_file():
+        if resume and tournament_exists(run_dir.tournament):
             tournament = Tournament.resume(run_dir.tournament, factory, base, make_env, evaluate, backend)
         else:
             tournament = Tournament(
-                tournament_config(spec), run_dir.tournament, factory, base, make_env, evaluate, backend
+                spec.tournament_config(), run_dir.tournament, factory, base, make_env, evaluate, backend
             )
         scores = lambda: tournament.leaderboard.scores()  # noqa: E731
         with (
@@ -289,14 +285,6 @@ def train(
             "or tournament.budget_seconds"
         )
     return result.leaderboard, [dataclasses.asdict(record) for record in result.history]
-
-
-def tournament_config(spec: Spec) -> TournamentConfig:
-    """The spec's ``[tournament]`` table (and seed) as podracer's config."""
-    settings = spec.tournament.model_dump(
-        exclude={*TournamentSpec.AGENT_FIELDS, *TournamentSpec.PLACEMENT_FIELDS}
-    )
-    return TournamentConfig(**settings, seed=spec.seed)
 
 
 def select(spec: Spec, leaderboard: Leaderboard, factory: AgentFactory) -> dict[str, Policy]:
@@ -342,12 +330,6 @@ def record_phases(run_dir: RunDir, clock: PhaseClock, env_steps: int) -> None:
     run_dir.write_info(info)
 
 
-def _probe(spec: Spec, panel: Panel, device: torch.device) -> TradingEnv:
-    return TradingEnv(
-        panel, TRAIN_SEGMENT, env_config(spec, random_start=True), PROBE_ENVS, PROBE_SEED, device
-    )
-
-
 def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]:
     backend = resolved_backend(spec, device)
     return {
@@ -355,7 +337,7 @@ def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]
         "dataset": str(dataset),
         "device": str(device),
         "backend": backend,
-        "finpod_version": finpod.__version__,
+        "finpod_version": __version__,
         "torch_version": torch.__version__,
         "torch_threads_per_pod": spec.tournament.torch_threads_per_pod,
         "cuda_matmul_precision": spec.tournament.cuda_matmul_precision,  # applied on a CUDA device only

@@ -22,7 +22,7 @@ from rich.progress import (
 from rich.table import Column
 from torch.utils.tensorboard import SummaryWriter
 
-from podracer import TournamentEvent
+from podracer.api import TournamentEvent
 
 LEADERS_SHOWN = 3
 """Leaderboard scores shown on the progress line."""

@@ -13,24 +13,22 @@ from rich.console import Console
 
 from finpod.backtest.result import BacktestResult
 from finpod.backtest.runner import run_backtest
-from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.linear_baseline import saved_baseline
+from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import backtest_panel, load_bars, selection_panel, universe_symbols
-from finpod.pipeline.main import PROBE_ENVS, PROBE_SEED, select
-from finpod.pipeline.rundir import RunDir
+from finpod.pipeline.main import select
 from finpod.pipeline.summary import print_summary
-from finpod.pipeline.training import TRAIN_SEGMENT, agent_factory, env_config
 from finpod.report import rebuild_report
 from finpod.report.artifacts import write_segment
-from podracer import Leaderboard
-from podracer.orchestrator import LEADERBOARD_DIR
+from finpod.rundir import RunDir
+from podracer.api import has_leaderboard, leaderboard_of
 
 RERUN_DIR = "rerun"
 """Sub-folder of a run where reruns write their pyfolio CSVs, one folder per segment."""
 
 
-def backtest_run(run_dir: Path, segment: str) -> BacktestResult:
+def rerun_segment(run_dir: Path, segment: str) -> BacktestResult:
     """Recompute segment ``segment`` (``validation`` or ``backtest``) of a finished run.
 
     The backtest segment is only read once selection is over (status ``backtesting`` or ``done``):
@@ -50,8 +48,7 @@ def backtest_run(run_dir: Path, segment: str) -> BacktestResult:
         )
     run.verify_integrity()
     spec = run.load_spec()
-    board_dir = run.tournament / LEADERBOARD_DIR
-    if not board_dir.is_dir():
+    if not has_leaderboard(run.tournament):
         raise SpecError(
             f"{run.root}: the tournament has no leaderboard yet; fix: finish it with "
             f"`finpod run {run.spec_toml} --resume`"
@@ -61,13 +58,10 @@ def backtest_run(run_dir: Path, segment: str) -> BacktestResult:
     symbols = universe_symbols(spec, bars)
     build = selection_panel if segment == "validation" else backtest_panel
     panel = build(spec, bars, symbols, str(device))
-    probe = TradingEnv(
-        panel, TRAIN_SEGMENT, env_config(spec, random_start=True), PROBE_ENVS, PROBE_SEED, device
-    )
-    policies = select(spec, Leaderboard.open(board_dir), agent_factory(probe, device))
+    context = RunContext.of(spec, panel, device)
+    policies = select(spec, leaderboard_of(run.tournament), context.agent_factory)
     linear = saved_baseline(run.root, panel)
-    settings = env_config(spec, random_start=False)
-    return run_backtest(panel, segment, settings, policies, device, baselines=linear)
+    return run_backtest(panel, segment, context.eval_config, policies, device, baselines=linear)
 
 
 def rerun_backtest(
@@ -78,7 +72,7 @@ def rerun_backtest(
     Returns:
         The result and the folder the CSVs went to.
     """
-    result = backtest_run(run_dir, segment)
+    result = rerun_segment(run_dir, segment)
     default = Path(run_dir).expanduser().resolve() / RERUN_DIR / segment
     folder = default if out is None else Path(out).expanduser().resolve()
     write_segment(result, folder)

@@ -16,7 +16,7 @@ import torch
 from finpod.data.features import FeatureStats
 from finpod.errors import DataError, SpecError
 from finpod.pipeline.inputs import load_bars, selection_panel, universe_symbols
-from finpod.pipeline.rundir import RunDir
+from finpod.rundir import RunDir
 from finpod.spec import Spec
 
 TRADER_INPUTS_FILE = "trader_inputs.pt"

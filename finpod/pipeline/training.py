@@ -23,25 +23,17 @@ from finpod.backtest.runner import run_policy, step_rows, worth_running_ahead
 from finpod.backtest.threads import torch_threads
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
-from finpod.env.trading_env import TradingEnv
+from finpod.env.shape import EnvShape
 from finpod.errors import SpecError
 from finpod.matmul_precision import set_cuda_matmul_precision
-from finpod.spec import Spec, ppo_config_from
-from podracer import AgentFactory, PodAgent
-from podracer.api import Agent, Policy
+from finpod.spec import Spec
+from podracer.api import Agent, AgentFactory, PodAgent, Policy, PPOAgent, PPOConfig
 from podracer.api import deterministic_policy as engine_deterministic_policy
-from podracer.ppo import PPOAgent, PPOConfig
 
 VALIDATION_SEGMENT = "validation"
 TRAIN_SEGMENT = "train"
 INIT_THREADS = 1
 """Torch threads an agent is built with: one, so its initial weights are the same on every machine."""
-
-
-def env_config(spec: Spec, *, random_start: bool) -> EnvConfig:
-    """The spec's env settings as :class:`EnvConfig` (``num_envs`` is the batch, not a setting)."""
-    settings = spec.env.model_dump(exclude={"num_envs"})
-    return EnvConfig(**settings, random_start=random_start)
 
 
 def check_horizon(spec: Spec, panel: Panel) -> None:
@@ -141,8 +133,9 @@ def _sharpe(returns: pd.Series) -> float:
     return sharpe if math.isfinite(sharpe) else 0.0
 
 
-def agent_factory(probe: TradingEnv, device: torch.device) -> AgentFactory:
-    """``(PPOConfig, seed) -> PPOAgent`` sized for the env ``probe``.
+def agent_factory(shape: EnvShape, device: torch.device) -> AgentFactory:
+    """``(PPOConfig, seed) -> PPOAgent`` sized for envs of ``shape`` (a run builds it once, in its
+    :class:`~finpod.pipeline.context.RunContext`).
 
     The agent is built on one torch thread: its orthogonal initialisation factors matrices with
     LAPACK (MKL), whose result depends on the thread count, so without this two machines with
@@ -152,14 +145,14 @@ def agent_factory(probe: TradingEnv, device: torch.device) -> AgentFactory:
     def make(config: PPOConfig, seed: int) -> PodAgent:
         with torch_threads(INIT_THREADS):
             return PPOAgent(
-                probe.obs_dim,
-                probe.action_dim,
-                probe.action_low,
-                probe.action_high,
+                shape.obs_dim,
+                shape.action_dim,
+                shape.action_low,
+                shape.action_high,
                 config,
                 device,
                 seed,
-                layout=probe.layout,
+                layout=shape.layout,
             )
 
     return make
@@ -187,8 +180,3 @@ def deterministic_policy(agent: Agent) -> Policy:
     scores use, so a backtest, a replay and a validation score evaluate an agent alike.
     """
     return engine_deterministic_policy(agent)
-
-
-def base_agent_config(spec: Spec) -> PPOConfig:
-    """The spec's ``[agent]`` table as the PPOConfig the first pods start from."""
-    return ppo_config_from(spec.agent)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from podracer.snapshot import atomic_write_bytes as write_bytes_atomic
+from podracer.api import atomic_write_bytes as write_bytes_atomic
 
 __all__ = ["write_bytes_atomic", "write_text_atomic"]
 

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 from markupsafe import Markup
 
+from finpod.report.formatting import format_value
 from finpod.report.leaderboard import LeaderboardEntry
+from finpod.report.metrics import METRICS, SESSIONS_PER_YEAR, MetricInfo, MetricValue
 
 if TYPE_CHECKING:
     from finpod.report.summary import WinnerDetails
-from finpod.report.metrics import METRICS, SESSIONS_PER_YEAR, MetricInfo, MetricValue
 
-EM_DASH = "—"
 TABLE_METRICS = tuple(info for info in METRICS if info.key != "num_sessions")
 """Columns of the HTML metrics table (the session count is shown once, in the page header)."""
 UNIT_SUFFIX = {"fraction": "%", "ratio": "", "usd": "USD", "count": ""}
@@ -50,19 +50,6 @@ class HtmlSegment:
     num_sessions: int
     kinds: dict[str, str]
     metrics: dict[str, dict[str, MetricValue]]
-
-
-def format_value(value: MetricValue, unit: str) -> str:
-    """Human-readable metric: fractions as percent, USD with thousands separators, ``None`` as a dash."""
-    if value is None:
-        return EM_DASH
-    if unit == "fraction":
-        return f"{100.0 * value:,.2f} %"
-    if unit == "usd":
-        return f"${value:,.0f}"
-    if unit == "count":
-        return f"{int(value):,}"
-    return f"{value:,.2f}"
 
 
 def best_rows(

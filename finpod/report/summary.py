@@ -6,35 +6,40 @@ from dataclasses import dataclass
 from typing import Any
 
 from finpod.backtest.result import BacktestResult
-from finpod.report.html import format_value
+from finpod.report.formatting import format_value
 from finpod.report.metrics import METRICS, SESSIONS_PER_YEAR, MetricValue
 from finpod.report.plots import ROLLING_SHARPE_WINDOW_SESSIONS, rolling_sharpe_window
+from finpod.spec import setting_key
 
-SPEC_ROWS: tuple[tuple[str, str], ...] = (
-    ("Strategy", "name"),
-    ("Description", "description"),
-    ("Data source", "data.source"),
-    ("Dataset", "data.path"),
-    ("Universe", "universe"),
-    ("Frequency", "frequency"),
-    ("Train segment", "segments.train"),
-    ("Validation segment", "segments.validation"),
-    ("Backtest segment", "segments.backtest"),
-    ("Initial capital (USD)", "env.initial_cash_usd"),
-    ("Fee rate (fraction of notional)", "env.fee_rate"),
-    ("Half spread (bps)", "env.half_spread_bps"),
-    ("Max participation (share of bar volume)", "env.max_participation"),
-    ("Rebalance band (fraction of equity)", "env.rebalance_band"),
-    ("Action mode", "env.action_mode"),
-    ("Fill", "env.fill"),
-    ("Reward", "env.reward"),
-    ("Tournament pool size", "tournament.pool_size"),
-    ("Leaderboard size", "tournament.leaderboard_size"),
-    ("Budget (env steps)", "tournament.budget_env_steps"),
-    ("Ensemble k", "tournament.ensemble_k"),
-    ("Seed", "seed"),
+SPEC_ROWS: tuple[tuple[str, str], ...] = tuple(
+    (label, setting_key(key))
+    for label, key in (
+        ("Strategy", "name"),
+        ("Description", "description"),
+        ("Data source", "data.source"),
+        ("Dataset", "data.path"),
+        ("Universe", "universe"),
+        ("Frequency", "frequency"),
+        ("Train segment", "segments.train"),
+        ("Validation segment", "segments.validation"),
+        ("Backtest segment", "segments.backtest"),
+        ("Initial capital (USD)", "env.initial_cash_usd"),
+        ("Fee rate (fraction of notional)", "env.fee_rate"),
+        ("Half spread (bps)", "env.half_spread_bps"),
+        ("Max participation (share of bar volume)", "env.max_participation"),
+        ("Rebalance band (fraction of equity)", "env.rebalance_band"),
+        ("Action mode", "env.action_mode"),
+        ("Fill", "env.fill"),
+        ("Reward", "env.reward"),
+        ("Tournament pool size", "tournament.pool_size"),
+        ("Leaderboard size", "tournament.leaderboard_size"),
+        ("Budget (env steps)", "tournament.budget_env_steps"),
+        ("Ensemble k", "tournament.ensemble_k"),
+        ("Seed", "seed"),
+    )
 )
-"""(label, dotted key in the resolved spec) rows of the spec summary; absent keys are left out."""
+"""(label, dotted key in the resolved spec) rows of the spec summary; absent keys are left out (a run
+written before the setting existed). Each key is checked to name a spec setting."""
 
 _UNITS = {info.key: info.unit for info in METRICS}
 

@@ -12,7 +12,7 @@ runs the same from any working folder; a spec built in code resolves it against 
 from finpod.spec.agent import AGENT_DEFAULTS, ppo_config_from
 from finpod.spec.base import DateRange
 from finpod.spec.sections import DataSpec, EnvSpec, PaperSpec, SegmentsSpec, SyntheticSpec, TournamentSpec
-from finpod.spec.strategy import Spec
+from finpod.spec.strategy import Spec, setting_key
 
 __all__ = [
     "AGENT_DEFAULTS",
@@ -25,4 +25,5 @@ __all__ = [
     "SyntheticSpec",
     "TournamentSpec",
     "ppo_config_from",
+    "setting_key",
 ]

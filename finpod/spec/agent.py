@@ -8,23 +8,60 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from podracer.ppo import PPOConfig
+from podracer.api import PPOConfig
 
-AGENT_DEFAULTS: dict[str, Any] = {"policy": "cross_sectional"}
-"""finpod's defaults for ``[agent]`` fields where podracer's domain-free default does not suit a
-portfolio: the cross-sectional policy (one shared per-asset encoder; the flat MLP learned nothing on
-the planted-signal market in 55k steps, see BENCHMARKS.md "Skill"). ``policy = "mlp"`` still works."""
+AGENT_DEFAULTS: dict[str, Any] = {
+    "policy": "cross_sectional",
+    "advantages": "entity",
+    "hidden_sizes": (64, 64),
+    "rollout_steps": 8,
+    "learning_rate": 3e-3,
+    "gamma": 0.0,
+    "num_minibatches": 4,
+}
+"""finpod's defaults for ``[agent]`` fields where podracer's domain-free defaults do not suit a
+portfolio (podracer's: a flat MLP of 512 x 512, one advantage per step, 64-step rollouts, lr 3e-4,
+gamma 0.99, 16 minibatches), so a spec silent on ``[agent]`` learns in minutes on a laptop CPU:
+
+* the cross-sectional policy (one shared per-asset encoder; the flat MLP learned nothing on the
+  planted-signal market in 55k steps, BENCHMARKS.md "Skill"), 64 x 64: at M = 100 it trains at
+  about 940 env steps/s a pod on one CPU thread, where 512 x 512 trained at 212;
+* per-asset advantages (:mod:`podracer.entity_advantage`; BENCHMARKS.md "Entity advantages":
+  a realistic edge learned in about a third of the env steps); ``joint`` where they cannot apply
+  (the ``mlp`` policy, ``share_delta`` actions, see :func:`ppo_config_from`);
+* short rollouts (8 steps) and 4 minibatches: many small updates; lr 3e-3; gamma 0, as an edge
+  that pays at the next bar needs (a step's fee is charged in that step's reward). The tournament
+  searches the learning rate and gamma around them (:data:`finpod.spec.sections.TOURNAMENT_DEFAULTS`).
+
+Chosen on the bench's tuning seeds only (``finpod bench skill --first-seed 100``; the reported
+seeds are 0-4). ``policy = "mlp"`` and every other PPOConfig value still work."""
+
+JOINT_ONLY_FIX = "set agent.advantages = 'joint' (or policy 'cross_sectional' with env.action_mode 'weights')"
 
 FIXES: dict[str, str] = {
+    "advantages": JOINT_ONLY_FIX,
     "h_term_coef": "set agent.h_term_coef to 0 (H-term off) or a positive weight such as 0.125",
     "h_term_trajectories": "set agent.h_term_trajectories to the trajectories the H-term keeps, e.g. 32",
 }
 """The fix a one-line error suggests for fields whose valid values need more than the range."""
 
 
-def ppo_config_from(agent: Mapping[str, Any]) -> PPOConfig:
-    """``PPOConfig`` from the ``[agent]`` table over :data:`AGENT_DEFAULTS`, with unknown keys and bad
+def agent_defaults(agent: Mapping[str, Any], action_mode: str = "weights") -> dict[str, Any]:
+    """:data:`AGENT_DEFAULTS` for an ``[agent]`` table: per-asset advantages only where they apply (the
+    cross-sectional policy trading target weights), else ``advantages = "joint"``."""
+    policy = agent.get("policy", AGENT_DEFAULTS["policy"])
+    if policy != "cross_sectional" or action_mode != "weights":
+        return {**AGENT_DEFAULTS, "advantages": "joint"}
+    return dict(AGENT_DEFAULTS)
+
+
+def ppo_config_from(agent: Mapping[str, Any], action_mode: str = "weights") -> PPOConfig:
+    """``PPOConfig`` from the ``[agent]`` table over :func:`agent_defaults`, with unknown keys and bad
     values as one-line errors.
+
+    Args:
+        agent: the ``[agent]`` table.
+        action_mode: the env's ``action_mode``; per-asset advantages need ``"weights"``.
 
     Raises:
         ValueError: an unknown key or a value PPOConfig rejects (pydantic turns it into a SpecError).
@@ -35,8 +72,13 @@ def ppo_config_from(agent: Mapping[str, Any]) -> PPOConfig:
         raise ValueError(f"unknown PPO setting {unknown[0]!r}; fix: use one of {', '.join(sorted(known))}")
     for name, value in agent.items():
         _check_agent_type(name, value)
+    if agent.get("advantages") == "entity" and action_mode != "weights":
+        raise ValueError(
+            f"agent.advantages: 'entity' needs per-asset outcomes, which env.action_mode {action_mode!r} "
+            f"does not report; fix: {JOINT_ONLY_FIX}"
+        )
     try:
-        return PPOConfig.from_dict({**AGENT_DEFAULTS, **agent})
+        return PPOConfig.from_dict({**agent_defaults(agent, action_mode), **agent})
     except (TypeError, ValueError) as err:
         named = re.match(r"PPOConfig\.(\w+) (.*)", str(err))
         if named is None:

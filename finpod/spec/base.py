@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from collections.abc import Mapping
@@ -44,3 +45,20 @@ class Model(BaseModel):
 
 
 _SCALAR_KINDS: dict[Any, str] = {int: "an integer", float: "a number", bool: "true or false"}
+
+
+def default_of(config: type[Any], name: str) -> Any:
+    """The default of field ``name`` of the dataclass ``config``, where that setting's default is
+    defined (a spec section reads it from there rather than writing it again).
+
+    Raises:
+        TypeError: ``config`` has no such field, or the field has no default (a programming error).
+    """
+    for field in dataclasses.fields(config):
+        if field.name == name:
+            if field.default is not dataclasses.MISSING:
+                return field.default
+            if field.default_factory is not dataclasses.MISSING:
+                return field.default_factory()
+            raise TypeError(f"{config.__name__}.{name} has no default")
+    raise TypeError(f"{config.__name__} has no field {name!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     Field,
@@ -12,8 +12,48 @@ from pydantic import (
 )
 
 from finpod.data.signals import MAX_SIGNAL_STRENGTH, SignalKind
-from finpod.spec.base import DateRange, Model
-from podracer.ppo import PPOConfig
+from finpod.env.config import ActionMode, EnvConfig, FillMode, RewardMode
+from finpod.spec.base import DateRange, Model, default_of
+from podracer.api import PoolSchedule, PPOConfig, TournamentConfig
+
+TOURNAMENT_DEFAULTS: dict[str, Any] = {
+    "pool_size": 4,
+    "leaderboard_size": 8,
+    "budget_env_steps": 2_000_000,
+    "budget_seconds": 120.0,
+    "eval_every_rounds": 2,
+    "resample_prob": 0.25,
+    "perturb_bounds": {"learning_rate": (1e-4, 3e-2), "gamma": (0.0, 0.99)},
+    "pool_schedule": "halving",
+    "lag_margin": 0.1,
+}
+"""finpod's defaults for the ``[tournament]`` fields where a finpod run departs from podracer's
+domain-free ones (every other field that :class:`TournamentConfig` has a default for takes it from
+there), so a spec that says nothing gets a tournament that learns within two minutes:
+
+* a pool of 4 pods that halves as the budget is spent (successive halving), the worst retiring;
+  8 leaderboard places (two per starting pod); a pod lags (and is re-seeded from a better one) when
+  its smoothed validation Sharpe is more than 0.1 below the other live pods' median;
+* a validation score every 2 rounds (2 x 8 steps x N envs), so the pool is judged, exploited and
+  explored often within the budget;
+* the search space a user would state for a daily portfolio problem: Adam learning rates that
+  train at all, horizons from one bar to about 100 (``gamma`` 0 to 0.99); a child redraws a field
+  from it with probability 0.25 (Ray Tune PBT's resample default), so a poor start is escaped;
+* a wall budget of 120 s (rounds are a fraction of a second, so the run ends within a few seconds
+  of it) with a 2M env-step cap; a spec that must be reproducible on any machine states
+  ``budget_env_steps`` and a ``budget_seconds`` it never reaches, as ``strategies/demo.toml`` does.
+"""
+
+
+def _env_default(name: str) -> Any:
+    """The default of ``[env]`` setting ``name``: :class:`EnvConfig`'s (defined there, once)."""
+    return default_of(EnvConfig, name)
+
+
+def _tournament_default(name: str) -> Any:
+    """The default of ``[tournament]`` setting ``name``: :data:`TOURNAMENT_DEFAULTS`, else
+    :class:`TournamentConfig`'s."""
+    return TOURNAMENT_DEFAULTS[name] if name in TOURNAMENT_DEFAULTS else default_of(TournamentConfig, name)
 
 
 class SyntheticSpec(Model):
@@ -116,67 +156,90 @@ class SegmentsSpec(Model):
 
 
 class EnvSpec(Model):
-    """Trading-env settings (``finpod.env.EnvConfig``) plus the number of parallel training envs."""
+    """Trading-env settings (``finpod.env.EnvConfig``) plus the number of parallel training envs.
+
+    Each setting's default is :class:`EnvConfig`'s (read from the dataclass); :meth:`Spec.env_config`
+    builds the config.
+    """
+
+    BATCH_FIELDS: ClassVar[frozenset[str]] = frozenset({"num_envs"})
+    """Fields of a run's training batch, not of the env's settings: left out of the EnvConfig."""
 
     initial_cash_usd: float = Field(
-        1_000_000.0, gt=0, allow_inf_nan=False, description="starting capital in USD", examples=[1_000_000]
+        _env_default("initial_cash_usd"),
+        gt=0,
+        allow_inf_nan=False,
+        description="starting capital in USD",
+        examples=[1_000_000],
     )
     fee_rate: float = Field(
-        0.002, ge=0, lt=1, description="fee per trade as a fraction of traded notional", examples=[0.002]
+        _env_default("fee_rate"),
+        ge=0,
+        lt=1,
+        description="fee per trade as a fraction of traded notional",
+        examples=[0.002],
     )
     half_spread_bps: float = Field(
-        0.0,
+        _env_default("half_spread_bps"),
         ge=0,
         allow_inf_nan=False,
         description="slippage: half the bid-ask spread in basis points",
         examples=[1.0],
     )
     max_participation: float = Field(
-        1.0,
+        _env_default("max_participation"),
         gt=0,
         description="cap on the traded fraction of a bar's volume (inf = no cap)",
         examples=[0.1],
     )
-    action_mode: Literal["weights", "share_delta"] = Field(
-        "weights",
+    action_mode: ActionMode = Field(
+        _env_default("action_mode"),
         description='"weights" (target weights over cash + assets) or "share_delta" (ElegantRL share deltas)',
         examples=["weights"],
     )
     max_shares: float = Field(
-        100.0,
+        _env_default("max_shares"),
         gt=0,
         allow_inf_nan=False,
         description="shares per unit action in action_mode = 'share_delta'",
         examples=[100],
     )
-    fill: Literal["next_open", "next_close"] = Field(
-        "next_open", description='fill price of an order: "next_open" or "next_close"', examples=["next_open"]
+    fill: FillMode = Field(
+        _env_default("fill"),
+        description='fill price of an order: "next_open" or "next_close"',
+        examples=["next_open"],
     )
-    reward: Literal["log_return", "pnl", "risk_penalised", "excess_log_return"] = Field(
-        "log_return",
+    reward: RewardMode = Field(
+        _env_default("reward"),
         description='"log_return", "pnl" (reference-compatible), "risk_penalised" or "excess_log_return" '
         "(log return minus the equal-weight basket's)",
         examples=["log_return"],
     )
     reward_scale: float = Field(
-        100.0, gt=0, allow_inf_nan=False, description="multiplier on the reward", examples=[100]
+        _env_default("reward_scale"),
+        gt=0,
+        allow_inf_nan=False,
+        description="multiplier on the reward",
+        examples=[100],
     )
     risk_penalty: float = Field(
-        0.0,
+        _env_default("risk_penalty"),
         ge=0,
         allow_inf_nan=False,
         description="weight of the squared-return penalty (reward = risk_penalised)",
         examples=[0.1],
     )
     horizon_bars: int = Field(
-        250,
+        _env_default("horizon_bars"),
         ge=2,
         description="training episode length in bars (random starts in the train segment)",
         examples=[250],
     )
-    whole_shares: bool = Field(False, description="trade whole shares only", examples=[False])
+    whole_shares: bool = Field(
+        _env_default("whole_shares"), description="trade whole shares only", examples=[False]
+    )
     rebalance_band: float = Field(
-        0.0,
+        _env_default("rebalance_band"),
         ge=0,
         lt=1,
         description="no-trade band (weights mode): assets within this fraction of equity of their target "
@@ -187,7 +250,11 @@ class EnvSpec(Model):
 
 
 class TournamentSpec(Model):
-    """podracer tournament settings (``podracer.TournamentConfig``), the ensemble size, and where pods run."""
+    """podracer tournament settings (``podracer.TournamentConfig``), the ensemble size, and where pods run.
+
+    A setting's default is :class:`TournamentConfig`'s where it has one (:data:`TOURNAMENT_DEFAULTS`
+    lists finpod's own); :meth:`Spec.tournament_config` builds the config.
+    """
 
     PLACEMENT_FIELDS: ClassVar[frozenset[str]] = frozenset(
         {"backend", "address", "cpus_per_pod", "gpus_per_pod"}
@@ -199,13 +266,28 @@ class TournamentSpec(Model):
     """Fields finpod applies itself (selection, learner fusion, the validation score, matmul
     precision): left out of the TournamentConfig."""
 
-    pool_size: int = Field(1, ge=1, description="pods training at once", examples=[2])
-    leaderboard_size: int = Field(4, ge=1, description="snapshots kept on the leaderboard", examples=[4])
+    pool_size: int = Field(
+        _tournament_default("pool_size"), ge=1, description="pods training at once", examples=[2]
+    )
+    leaderboard_size: int = Field(
+        _tournament_default("leaderboard_size"),
+        ge=1,
+        description="snapshots kept on the leaderboard",
+        examples=[4],
+    )
     budget_env_steps: int = Field(
-        200_000, ge=1, description="total env transitions over all pods", examples=[200_000]
+        _tournament_default("budget_env_steps"),
+        ge=1,
+        description="total env transitions over all pods (the run stops at this or budget_seconds)",
+        examples=[200_000],
     )
     budget_seconds: float = Field(
-        3600.0, gt=0, description="wall-time budget of the tournament in seconds", examples=[600]
+        _tournament_default("budget_seconds"),
+        gt=0,
+        description="wall-time budget of the tournament in seconds, summed over resumes (the run stops "
+        "at this or budget_env_steps; a result that must not depend on the machine's speed states an "
+        "env-step budget and a wall budget it never reaches)",
+        examples=[600],
     )
     fresh_pod_prob: float = Field(
         0.2,
@@ -222,12 +304,12 @@ class TournamentSpec(Model):
         examples=[0.2],
     )
     perturb_bounds: dict[str, tuple[float, float]] = Field(
-        default_factory=dict,
+        default_factory=lambda: dict(_tournament_default("perturb_bounds")),
         description="[min, max] of perturbed agent fields, replacing podracer's PPOConfig.PERTURBABLE bounds",
         examples=[{"gamma": [0.95, 0.999], "learning_rate": [1e-4, 1e-3]}],
     )
     resample_prob: float = Field(
-        0.0,
+        _tournament_default("resample_prob"),
         ge=0,
         le=1,
         description="per-field chance that a child draws a hyper-parameter afresh from its perturb_bounds "
@@ -239,29 +321,39 @@ class TournamentSpec(Model):
         1.0, gt=0, description="temperature of the rank-softmax that picks a parent", examples=[1.0]
     )
     eval_every_rounds: int = Field(
-        1, ge=1, description="validation-score a pod every this many training rounds", examples=[1]
+        _tournament_default("eval_every_rounds"),
+        ge=1,
+        description="validation-score a pod every this many training rounds",
+        examples=[1],
     )
-    pool_schedule: Literal["fixed", "halving"] = Field(
-        "halving",
+    pool_schedule: PoolSchedule = Field(
+        _tournament_default("pool_schedule"),
         description='"halving": successive halving, the pool halves as the budget is spent and the worst '
         'pods retire; "fixed": pool_size pods throughout',
         examples=["halving"],
     )
     lagging_rounds: int = Field(
-        2, ge=1, description="rounds a pod trains before it may be judged lagging", examples=[2]
+        _tournament_default("lagging_rounds"),
+        ge=1,
+        description="rounds a pod trains before it may be judged lagging",
+        examples=[2],
     )
     lag_margin: float = Field(
-        0.1,
+        _tournament_default("lag_margin"),
         ge=0,
         description="a pod lags (and is re-seeded from a better live pod) when its smoothed validation "
         "Sharpe is below the other live pods' median by more than this",
         examples=[0.1],
     )
     score_smoothing: float = Field(
-        0.5, gt=0, le=1, description="weight of the newest score in a pod's moving average", examples=[0.5]
+        _tournament_default("score_smoothing"),
+        gt=0,
+        le=1,
+        description="weight of the newest score in a pod's moving average",
+        examples=[0.5],
     )
     torch_threads_per_pod: int = Field(
-        1,
+        _tournament_default("torch_threads_per_pod"),
         ge=1,
         description="torch threads per training pod; with backend population, of the whole pool's one "
         "computation (results on CPU depend on it; run.json records it)",

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import tomli_w
 from pydantic import (
+    BaseModel,
     Field,
     PrivateAttr,
     ValidationError,
@@ -18,13 +19,14 @@ from pydantic import (
     model_validator,
 )
 
+from finpod.env.config import EnvConfig
 from finpod.errors import SpecError
 from finpod.spec.agent import ppo_config_from
 from finpod.spec.base import Model
 from finpod.spec.merge import deep_merge, drop_none
 from finpod.spec.messages import one_line
 from finpod.spec.sections import DataSpec, EnvSpec, PaperSpec, SegmentsSpec, TournamentSpec
-from podracer.ppo import MIN_MINIBATCH_SIZE
+from podracer.api import MIN_MINIBATCH_SIZE, PPOConfig, TournamentConfig
 
 
 class Spec(Model):
@@ -88,8 +90,9 @@ class Spec(Model):
 
     @model_validator(mode="after")
     def _round_fills_minibatches(self) -> Spec:
-        """A PPO round of ``rollout_steps x num_envs`` transitions must fill every minibatch."""
-        config = ppo_config_from(self.agent)
+        """A PPO round of ``rollout_steps x num_envs`` transitions must fill every minibatch (and the
+        agent's advantages suit the env's action mode)."""
+        config = ppo_config_from(self.agent, self.env.action_mode)
         batch = config.rollout_steps * self.env.num_envs
         if batch < MIN_MINIBATCH_SIZE * config.num_minibatches:
             most = batch // MIN_MINIBATCH_SIZE
@@ -201,7 +204,7 @@ class Spec(Model):
         re-run from anywhere.
         """
         out = self.model_dump(mode="json")
-        out["agent"] = ppo_config_from(self.agent).to_dict()
+        out["agent"] = ppo_config_from(self.agent, self.env.action_mode).to_dict()
         if self.data.source == "dataset":
             out["data"]["path"] = str(self.dataset_path(must_exist=False))
         return out
@@ -228,9 +231,56 @@ class Spec(Model):
         """
         return tomli_w.dumps(drop_none(self.resolved_dict()))
 
+    def env_config(self, *, random_start: bool) -> EnvConfig:
+        """The ``[env]`` table as the env's settings (``num_envs`` is the batch, not a setting).
+
+        Args:
+            random_start: True for training episodes (random starts, ``horizon_bars`` long); False
+                for one pass from a segment's first bar (validation, backtest, paper trading).
+        """
+        settings = self.env.model_dump(exclude={*EnvSpec.BATCH_FIELDS})
+        return EnvConfig(**settings, random_start=random_start)
+
+    def tournament_config(self) -> TournamentConfig:
+        """The ``[tournament]`` table (and the spec's seed) as podracer's config; the fields finpod
+        applies itself and those that say where pods run are left out."""
+        settings = self.tournament.model_dump(
+            exclude={*TournamentSpec.AGENT_FIELDS, *TournamentSpec.PLACEMENT_FIELDS}
+        )
+        return TournamentConfig(**settings, seed=self.seed)
+
+    def agent_config(self) -> PPOConfig:
+        """The ``[agent]`` table over finpod's defaults (:data:`~finpod.spec.agent.AGENT_DEFAULTS`) as
+        the PPOConfig the first pods start from."""
+        return ppo_config_from(self.agent, self.env.action_mode)
+
     def benchmark(self) -> str | None:
         """The market ETF's ticker, or ``None`` when ``benchmark_symbol`` is empty."""
         return self.benchmark_symbol or None
 
     def _where(self) -> str:
         return f"{self.source}: " if self.source else ""
+
+
+def setting_key(dotted: str) -> str:
+    """``dotted`` (``"env.fee_rate"``, ``"seed"``), checked to name a setting of :class:`Spec`.
+
+    What reads a resolved spec by key (a run's ``spec.json``, where an old run may lack a newer
+    setting) names the setting through here, so a renamed or misspelt key fails at import instead of
+    silently reading nothing.
+
+    Raises:
+        KeyError: ``dotted`` names no setting of a spec.
+    """
+    model: type[BaseModel] = Spec
+    parts = dotted.split(".")
+    for depth, part in enumerate(parts):
+        field = model.model_fields.get(part)
+        if field is None:
+            raise KeyError(f"{'.'.join(parts[: depth + 1])} is not a spec setting")
+        section = field.annotation
+        if depth < len(parts) - 1:
+            if not (isinstance(section, type) and issubclass(section, BaseModel)):
+                raise KeyError(f"{'.'.join(parts[: depth + 1])} is a setting, not a section")
+            model = section
+    return dotted

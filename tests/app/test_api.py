@@ -63,3 +63,16 @@ def test_api_run_metrics_returns_and_reload(tmp_path: Path, capsys: pytest.Captu
         )
         assert (trader.returns.index == again.backtest.traders[name].returns.index).all()
     pd.testing.assert_frame_equal(result.validation_metrics, again.validation_metrics)
+
+
+def test_the_public_names_and_a_plain_backtest_package() -> None:
+    import types
+
+    import finpod.backtest.result
+    from finpod import api, replay
+
+    assert set(finpod.__all__) >= set(api.__all__)
+    assert all(getattr(finpod, name) is getattr(api, name) for name in api.__all__)
+    assert finpod.backtest_run is replay.backtest_run
+    assert type(finpod.backtest) is types.ModuleType  # a package, not also a function
+    assert not callable(finpod.backtest)

@@ -16,6 +16,7 @@ from finpod.data.panel import Panel
 from finpod.data.panel_builder import build_panel
 from finpod.data.synth import synth_market
 from finpod.env.config import EnvConfig
+from finpod.env.shape import EnvShape
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.pipeline.training import agent_factory, deterministic_policy, validation_score
@@ -78,8 +79,9 @@ def test_without_portfolio_memory_the_stitched_curve_is_the_continuous_one(minut
 def test_the_chunked_score_is_close_to_the_continuous_score(minute_panel: Panel) -> None:
     """Untrained PPO policies read their current weights, and the 1 % band gives the account a long
     memory: the chunked score is an approximation, measured here (1.339 vs 1.346 over 32 sessions)."""
-    probe = TradingEnv(minute_panel, "train", CONFIG, 1, 0, CPU)
-    make = agent_factory(probe, CPU)
+    make = agent_factory(
+        EnvShape.of(minute_panel.num_assets, minute_panel.num_features, CONFIG.action_mode), CPU
+    )
     policy = deterministic_policy(make(PPOConfig(hidden_sizes=(64, 64)), seed=1))
     continuous = validation_score(minute_panel, CONFIG, policy, CPU)
     chunked = validation_score(minute_panel, CONFIG, policy, CPU, chunks=CHUNKS, warmup_bars=WARMUP_BARS)

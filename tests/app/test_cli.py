@@ -14,7 +14,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tiny import tiny_bars, tiny_spec, write_tiny_dataset
 
 from clirun import run_cli
-from finpod.pipeline.rundir import RunDir
+from finpod.rundir import RunDir
 
 
 @pytest.fixture(scope="module")

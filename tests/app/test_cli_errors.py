@@ -70,7 +70,7 @@ def test_missing_dataset_exits_2_naming_the_fix(tmp_path: Path) -> None:
 
 def test_backtest_rerun_of_a_run_still_training_is_refused(tmp_path: Path) -> None:
     """Peeking at the backtest segment before selection is over would be selection on test data."""
-    from finpod.pipeline.rundir import create_run_dir
+    from finpod.rundir import create_run_dir
     from finpod.spec import Spec
 
     run = create_run_dir(Spec.from_toml(REPO_ROOT / "strategies" / "demo.toml"), tmp_path, {"dataset": "x"})

@@ -10,7 +10,6 @@ import pytest
 import tomli_w
 
 from finpod.errors import SpecError
-from finpod.pipeline.training import base_agent_config
 from finpod.spec import Spec
 from repo import REPO_ROOT
 
@@ -19,7 +18,7 @@ DEMO = REPO_ROOT / "strategies" / "demo.toml"
 
 def _demo_with_agent(tmp_path: Path, **agent: Any) -> Path:
     raw = tomllib.loads(DEMO.read_text(encoding="utf-8"))
-    raw["agent"] = {**raw["agent"], **agent}
+    raw["agent"] = {**raw.get("agent", {}), **agent}
     path = tmp_path / "spec.toml"
     path.write_text(tomli_w.dumps(raw), encoding="utf-8")
     return path
@@ -27,9 +26,9 @@ def _demo_with_agent(tmp_path: Path, **agent: Any) -> Path:
 
 def test_h_term_settings_reach_the_agent(tmp_path: Path) -> None:
     spec = Spec.from_toml(_demo_with_agent(tmp_path, h_term_coef=0.125, h_term_trajectories=16))
-    config = base_agent_config(spec)
+    config = spec.agent_config()
     assert (config.h_term_coef, config.h_term_trajectories) == (0.125, 16)
-    assert base_agent_config(Spec.from_toml(DEMO)).h_term_coef == 0.0  # off unless asked
+    assert Spec.from_toml(DEMO).agent_config().h_term_coef == 0.0  # off unless asked
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from finpod.pipeline.inputs import (
     selection_panel,
     universe_symbols,
 )
-from finpod.pipeline.rundir import create_run_dir
+from finpod.rundir import create_run_dir
 
 
 def test_selection_bars_stop_before_the_backtest_session() -> None:

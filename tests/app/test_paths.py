@@ -83,3 +83,18 @@ def test_version_and_verbosity_flags() -> None:
     both = run_cli("-q", "-v", "init", "--help")
     assert both.exit_code == 2
     assert "contradict" in both.stderr
+
+
+def test_the_version_is_the_installed_distribution_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    import finpod
+    from finpod import version
+
+    assert finpod.__version__ == importlib.metadata.version("finpod")
+
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(version, "version", not_installed)
+    assert version._installed_version() == version.UNKNOWN_VERSION

@@ -14,14 +14,13 @@ import finpod
 from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv
 from finpod.pipeline.backend import resolved_backend
+from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import load_bars, selection_panel, universe_symbols
 from finpod.pipeline.training import (
     TRAIN_SEGMENT,
     ValidationScore,
     agent_factory,
-    base_agent_config,
     deterministic_policy,
-    env_config,
 )
 from podracer import Leaderboard
 from podracer.population import PopulationPolicy
@@ -49,12 +48,12 @@ def test_a_population_run_trains_selects_and_records_its_threads(
     # Each leaderboard score (from the batched validation pass) equals that snapshot scored alone.
     panel = _panel(spec, dataset)
     device = torch.device("cpu")
-    probe = TradingEnv(panel, TRAIN_SEGMENT, env_config(spec, random_start=True), 4, 0, device)
-    score = ValidationScore(panel, env_config(spec, random_start=False), device)
+    context = RunContext.of(spec, panel, device)
+    score = ValidationScore(panel, context.eval_config, device)
     board = Leaderboard.open(result.run_dir / "tournament" / "leaderboard")
     assert board.entries
     for rank, entry in enumerate(board.entries):
-        agent = board.load_agent(rank, agent_factory(probe, device))
+        agent = board.load_agent(rank, context.agent_factory)
         assert score(deterministic_policy(agent)) == pytest.approx(entry.score, rel=SCORE_RTOL, abs=1e-6)
 
 
@@ -68,13 +67,13 @@ def test_score_many_equals_each_policy_scored_alone(tmp_path: Path) -> None:
     spec = tiny_spec(dataset)
     panel = _panel(spec, dataset)
     device = torch.device("cpu")
-    probe = TradingEnv(panel, TRAIN_SEGMENT, env_config(spec, random_start=True), 4, 0, device)
-    make = agent_factory(probe, device)
-    agents = [make(base_agent_config(spec), seed) for seed in range(3)]
+    probe = TradingEnv(panel, TRAIN_SEGMENT, spec.env_config(random_start=True), 4, 0, device)
+    make = agent_factory(probe.shape, device)
+    agents = [make(spec.agent_config(), seed) for seed in range(3)]
     for index, agent in enumerate(agents):  # different weights and statistics per pod
         for _ in range(index + 1):
             agent.train_round(probe)
-    score = ValidationScore(panel, env_config(spec, random_start=False), device)
+    score = ValidationScore(panel, spec.env_config(random_start=False), device)
     policies = [deterministic_policy(agent) for agent in agents]
     alone = [score(policy) for policy in policies]
     together = score.score_many(policies, PopulationPolicy(agents))

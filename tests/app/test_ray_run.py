@@ -40,12 +40,11 @@ def test_an_address_without_the_ray_backend_names_the_fix(spec_file: Path, tmp_p
 
 
 def test_learners_change_the_run_but_stay_out_of_the_tournament_config(spec_file: Path) -> None:
-    from finpod.pipeline.main import tournament_config
     from finpod.spec import Spec
 
     spec = Spec.from_toml(spec_file)
     fused = spec.with_(tournament={"learners": 2})
     assert fused.spec_hash() != spec.spec_hash()  # more data per round: another run
-    assert tournament_config(fused) == tournament_config(spec)
+    assert fused.tournament_config() == spec.tournament_config()
     placed = spec.with_(tournament={"backend": "ray", "cpus_per_pod": 2.0})
     assert placed.spec_hash() == spec.spec_hash()  # where pods run: the same run

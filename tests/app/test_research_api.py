@@ -39,7 +39,7 @@ def test_research_script_policy_backtest_export_and_compare(tmp_path: Path) -> N
 
     # Same data, same dates: the replay equals the run's own backtest, although the replay's panel
     # starts elsewhere (a refit of the normalisation on it would change every action).
-    again = finpod.backtest(first)
+    again = finpod.backtest_run(first)
     assert "linear" in first.metrics.index  # the API exposes the linear baseline like equal weight
     assert first.backtest.traders["linear"].kind == "baseline"
     for name in ("best", "ensemble_top2", "equal_weight", "linear"):  # the linear baseline, like EW
@@ -47,7 +47,7 @@ def test_research_script_policy_backtest_export_and_compare(tmp_path: Path) -> N
             again.traders[name].returns, first.backtest.traders[name].returns, check_freq=False
         )
 
-    moved = finpod.backtest(
+    moved = finpod.backtest_run(
         first, dataset=other, start="2019-11-01", end="2019-12-31", costs={"fee_rate": 0.0005}
     )
     assert isinstance(moved, type(first.backtest))
@@ -55,9 +55,9 @@ def test_research_script_policy_backtest_export_and_compare(tmp_path: Path) -> N
     assert list(moved.traders) == ["best", "ensemble_top2", "equal_weight", "linear", "market", "cash"]
     assert not moved.traders["best"].returns.equals(first.backtest.traders["best"].returns)
     with pytest.raises(finpod.SpecError, match="costs: unknown key"):
-        finpod.backtest(first, costs={"fee": 0.1})
+        finpod.backtest_run(first, costs={"fee": 0.1})
     with pytest.raises(finpod.DataError, match="no bar before it"):
-        finpod.backtest(first, start="2019-01-02")
+        finpod.backtest_run(first, start="2019-01-02")
 
     exported = best.export(tmp_path / "best.pt2")
     probe = np.random.default_rng(0).normal(size=(5, best.obs_dim)).astype(np.float32)

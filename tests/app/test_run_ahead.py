@@ -15,7 +15,7 @@ from finpod.data.panel import Panel
 from finpod.data.panel_builder import build_panel
 from finpod.data.synth import synth_market
 from finpod.env.config import EnvConfig
-from finpod.env.trading_env import TradingEnv
+from finpod.env.shape import EnvShape
 from finpod.pipeline.training import agent_factory, deterministic_policy
 from podracer.ppo import PPOConfig
 
@@ -37,9 +37,9 @@ def minute_panel() -> Panel:
 
 
 def _traders(panel: Panel, policy: str = "mlp", scale: float = 0.1) -> dict[str, object]:
-    probe = TradingEnv(panel, "train", EnvConfig(random_start=True), 1, 0, CPU)
+    shape = EnvShape.of(panel.num_assets, panel.num_features, "weights")
     config = PPOConfig(hidden_sizes=(64, 64), activation="tanh", policy=policy, rollout_steps=16)
-    agents = [agent_factory(probe, CPU)(config, seed) for seed in range(3)]
+    agents = [agent_factory(shape, CPU)(config, seed) for seed in range(3)]
     for seed, agent in enumerate(agents):  # distinct, decisive traders
         with torch.no_grad():
             generator = torch.Generator().manual_seed(seed)

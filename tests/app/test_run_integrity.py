@@ -22,7 +22,7 @@ import pytest
 from tiny import tiny_bars, tiny_spec, write_tiny_dataset
 
 from clirun import run_cli
-from finpod.pipeline.rundir import RunDir
+from finpod.rundir import RunDir
 from kill_moment import wait_for_kill_moment
 from podracer import Leaderboard
 from repo import REPO_ROOT

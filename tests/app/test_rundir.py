@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from finpod.errors import SpecError
-from finpod.pipeline.rundir import create_run_dir, find_resumable, reports_root
+from finpod.rundir import create_run_dir, find_resumable, reports_root
 from finpod.spec import Spec
 from repo import REPO_ROOT
 
@@ -47,7 +47,7 @@ def test_reports_root_is_the_current_folder_or_finpod_home_never_the_package(
 
 def test_run_files_are_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """spec.toml, spec.json and run.json go through the durable writer: a crash never truncates them."""
-    from finpod.pipeline import rundir
+    from finpod import rundir
 
     written: list[str] = []
     atomic = rundir.write_text_atomic

@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 
 from finpod.errors import SpecError
-from finpod.pipeline.main import tournament_config
-from finpod.pipeline.training import env_config
 from finpod.spec import Spec
 from repo import REPO_ROOT
 
@@ -43,7 +41,7 @@ def test_reference_minute_spec_has_the_reference_setup() -> None:
     assert resolved["agent"]["hidden_sizes"] == [512, 512]
     assert spec.env.rebalance_band == 0.01
     assert (spec.tournament.validation_chunks, spec.tournament.validation_warmup_bars) == (64, 390)
-    assert tournament_config(spec).pool_size == 4  # finpod's own fields stay out of podracer's config
+    assert spec.tournament_config().pool_size == 4  # finpod's own fields stay out of podracer's config
 
 
 def test_pooksoft_spec_backtest_ends_at_the_data_end() -> None:
@@ -165,12 +163,11 @@ def test_with_merges_sections_and_revalidates() -> None:
 
 def test_rebalance_band_reaches_the_env_config() -> None:
     spec = Spec.from_toml(DEMO).with_(env={"rebalance_band": 0.04})
-    assert env_config(spec, random_start=True).rebalance_band == 0.04
-    assert env_config(spec.with_(env={"rebalance_band": 0.0}), random_start=False).rebalance_band == 0.0
+    assert spec.env_config(random_start=True).rebalance_band == 0.04
+    assert spec.with_(env={"rebalance_band": 0.0}).env_config(random_start=False).rebalance_band == 0.0
 
 
 def test_tournament_settings_reach_the_engine() -> None:
-    from finpod.pipeline.main import tournament_config
 
     spec = Spec.from_toml(DEMO).with_(
         tournament={
@@ -179,8 +176,8 @@ def test_tournament_settings_reach_the_engine() -> None:
             "perturb_bounds": {"gamma": [0.98, 0.995]},
         }
     )
-    config = tournament_config(spec)
+    config = spec.tournament_config()
     assert config.pool_schedule == "fixed"
     assert config.torch_threads_per_pod == 2
-    assert config.perturb_bounds == {"gamma": (0.98, 0.995)}
+    assert config.perturb_bounds["gamma"] == (0.98, 0.995)
     assert config.seed == spec.seed

@@ -10,8 +10,8 @@ from tiny import tiny_spec
 
 from finpod.data.features import FeatureStats
 from finpod.errors import SpecError
-from finpod.pipeline.rundir import RunDir
 from finpod.pipeline.trader_inputs import TRADER_INPUTS_FILE, save_trader_inputs, trader_inputs
+from finpod.rundir import RunDir
 
 
 def _stats() -> FeatureStats:

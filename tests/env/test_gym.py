@@ -9,6 +9,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from env.panels import random_panel
 from finpod.env import EnvConfig, NumpyVectorEnv, TorchVectorEnv, TradingEnv
+from finpod.env.shape import EnvShape
 from podracer.api import TensorVectorEnv
 
 PANEL = random_panel(num_bars=120, num_assets=4, num_features=2, seed=2)
@@ -25,6 +26,14 @@ def test_trading_env_satisfies_the_podracer_protocol() -> None:
     assert (env.action_dim, env.action_low, env.action_high) == (PANEL.num_assets + 1, 0.0, 1.0)
     delta = TradingEnv(PANEL, "train", EnvConfig(action_mode="share_delta"), num_envs=NUM_ENVS, seed=0)
     assert (delta.action_dim, delta.action_low, delta.action_high) == (PANEL.num_assets, -1.0, 1.0)
+    for built in (env, delta):  # the sizes an agent is built for are known without building an env
+        shape = EnvShape.of(PANEL.num_assets, PANEL.num_features, built.config.action_mode)
+        assert built.shape == shape
+        assert (built.obs_dim, built.action_dim, built.layout) == (
+            shape.obs_dim,
+            shape.action_dim,
+            shape.layout,
+        )
 
 
 def test_vector_env_api_and_same_step_autoreset() -> None:

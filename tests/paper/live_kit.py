@@ -21,7 +21,7 @@ import pandas as pd
 from finpod.data.store import read_dataset
 from finpod.paper.journal import Journal
 from finpod.paper.loop import journal_path
-from finpod.pipeline.rundir import RunDir
+from finpod.rundir import RunDir
 from tests.fakes.alpaca_server import bars_to_alpaca_json
 from tests.fakes.alpaca_stream import FakeStreamServer
 from tests.fakes.alpaca_trading import FakeTradingServer

@@ -28,11 +28,11 @@ from typing import Any, NamedTuple, TypeVar
 
 import torch
 
-from podracer.api import ScoresMany
 from podracer.backends.base import RoundTask
 from podracer.errors import TournamentError
 from podracer.pod import RoundResult, check_score, pod_policy
 from podracer.population import PopulationPolicy, structure_key, train_population_round
+from podracer.protocols import ScoresMany
 
 T = TypeVar("T")
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
-from podracer.api import Policy, RoundStats, TensorVectorEnv
 from podracer.errors import TournamentError
 from podracer.fusion.collectives import broadcast_bytes, command, gather_vectors, pack
 from podracer.fusion.spawn import GATHER, SYNC, TRAIN, Team, pickle_factories, start_team
 from podracer.pod import AgentFactory, EnvFactory
 from podracer.ppo import PPOAgent
+from podracer.protocols import Policy, RoundStats, TensorVectorEnv
 
 
 class FusedAgent:

@@ -1,4 +1,4 @@
-"""``--set section.key=value``: spec overrides on the command line, validated like the spec file.
+"""``section.key=value`` overrides of a spec (the CLI's ``--set``, the benches'), validated like the file.
 
 A value is read as a TOML value (``2048``, ``1e-3``, ``true``, ``[64, 64]``, ``"text"``); anything
 that is not valid TOML is taken as a plain string (``--set device=cpu``). Every override goes
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from finpod.errors import SpecError
-from finpod.spec import Spec
+from finpod.spec.strategy import Spec
 
 
 def parse_assignment(text: str) -> tuple[list[str], Any]:

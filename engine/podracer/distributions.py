@@ -28,6 +28,13 @@ _HALF_LOG_TWO_PI_E = 0.5 * math.log(2.0 * math.pi * math.e)
 _HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
 
 
+def to_action_range(unit_actions: torch.Tensor, low: float, high: float) -> torch.Tensor:
+    """Unit actions ``(B, A)`` in ``[0, 1]`` scaled to the env's box ``[low, high]``."""
+    if low == 0.0 and high == 1.0:  # the same numbers, two ops fewer
+        return unit_actions
+    return low + (high - low) * unit_actions
+
+
 class PolicyDistribution(Protocol):
     """What PPO needs of an action distribution (``B`` rows, ``A`` action dimensions)."""
 

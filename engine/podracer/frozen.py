@@ -21,17 +21,25 @@ it), on a CPU, because:
 On a GPU, batched products may pick other kernels by batch size: :meth:`StackedActors.compatible`
 says no there (unverified), and callers fall back to one call per policy.
 
+:func:`freeze_policy` exports a PPO agent's deterministic policy: a :class:`FrozenActorPolicy` of the
+flat MLP, or a :class:`RowWisePolicy` over a copy of the cross-sectional network.
+
 Shapes: ``G`` policies, ``D`` observation size, ``A`` action size.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
-from podracer.networks import FrozenMLP
+from podracer.distributions import to_action_range
+from podracer.entity import CrossSectionalActorCritic
+from podracer.networks import ActorCritic, FrozenMLP
+from podracer.normalization import RunningMeanStd
+from podracer.protocols import Policy
 
 
 def _rescale(
@@ -220,3 +228,62 @@ class StackedActors:
         if self._unit_range:
             return unit
         return self._low + self._span * unit
+
+
+def freeze_policy(
+    model: ActorCritic | CrossSectionalActorCritic,
+    obs_stats: RunningMeanStd,
+    normalize: bool,
+    clip: float,
+    action_low: float,
+    action_high: float,
+) -> Policy:
+    """The deterministic policy of an actor-critic, frozen at its current weights and statistics.
+
+    The flat MLP's policy is a :class:`FrozenActorPolicy` (the actor as a
+    :class:`~podracer.networks.FrozenMLP`, weights pre-transposed: about twice as fast at batch 1 on a
+    CPU, equal to the live network's mode to float32 rounding; several stack into one pass with
+    :class:`StackedActors`); the cross-sectional network runs a copy of itself, as a
+    :class:`RowWisePolicy` (it mixes assets within an observation, never rows). Later learning or
+    loading does not change it.
+
+    Args:
+        model: the actor-critic.
+        obs_stats: its observation statistics (copied).
+        normalize: whether observations are standardised with them.
+        clip: standardised observations are clipped to ``[-clip, clip]``.
+        action_low: lower end of the env's action box.
+        action_high: upper end of the env's action box.
+
+    Returns:
+        Observations ``(N, D)`` -> actions ``(N, A)`` in ``[action_low, action_high]``.
+    """
+    mean, var = obs_stats.mean.clone(), obs_stats.var.clone()
+    if isinstance(model, ActorCritic):  # data that StackedActors can stack
+        return FrozenActorPolicy(
+            mean if normalize else None,
+            var if normalize else None,
+            clip,
+            FrozenMLP(model.actor),
+            model.action_dim,
+            action_low,
+            action_high,
+        )
+    mean, var = model.layout.tie_statistics(mean, var)  # every entity normalised alike
+    constants: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
+    frozen = copy.deepcopy(model)
+
+    def unit_action(rows: torch.Tensor) -> torch.Tensor:
+        dist = frozen.distribution(rows)
+        return dist.squash(dist.mode())
+
+    @torch.no_grad()
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        rows = obs
+        if normalize:
+            if obs.dtype not in constants:
+                constants[obs.dtype] = RunningMeanStd.constants(mean, var, obs.dtype)
+            rows = RunningMeanStd.rescale(obs, *constants[obs.dtype], clip)
+        return to_action_range(unit_action(rows), action_low, action_high)
+
+    return RowWisePolicy(policy)  # the cross-sectional network mixes assets within a row only

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from podracer.errors import SnapshotError, TournamentError
+from podracer.judge import promotes
 from podracer.pod import AgentFactory, config_from_record
 from podracer.protocols import Agent
 from podracer.snapshot import (
@@ -181,11 +182,8 @@ class Leaderboard:
         return [entry.score for entry in self._entries]
 
     def admits(self, pod_id: int, score: float) -> bool:
-        """Whether a snapshot of pod ``pod_id`` scoring ``score`` would enter (see the module doc)."""
-        own = self._entry_of(pod_id)
-        if own is not None:
-            return score > own.score
-        return len(self._entries) < self.capacity or score > self._entries[-1].score
+        """Whether a snapshot of pod ``pod_id`` scoring ``score`` enters (:func:`podracer.judge.promotes`)."""
+        return promotes([(e.pod_id, e.score) for e in self._entries], self.capacity, pod_id, score)
 
     def _entry_of(self, pod_id: int) -> LeaderboardEntry | None:
         return next((entry for entry in self._entries if entry.pod_id == pod_id), None)

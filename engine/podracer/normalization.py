@@ -1,12 +1,14 @@
 """Running per-feature observation statistics and the normalisation they give.
 
 :class:`RunningMeanStd` keeps a running mean and variance per observation feature (merged from
-batch sums, so a round's statistics fold in once at its end); :class:`NormalizationConstants` is
-what :class:`podracer.ppo.PPOAgent` caches per change of those statistics.
+batch sums, so a round's statistics fold in once at its end); :class:`NormalizationCache` holds the
+normalisation constants of those statistics (:class:`NormalizationConstants`) and recomputes them
+only when the statistics change, as :class:`podracer.ppo.PPOAgent` uses them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -77,3 +79,52 @@ class RunningMeanStd(nn.Module):
     def rescale(obs: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor, clip: float) -> torch.Tensor:
         """``(obs - shift) / scale`` clipped to ``[-clip, clip]`` ``(B, D)``, with :meth:`constants`."""
         return ((obs - shift) / scale).clamp_(-clip, clip)
+
+
+TieStatistics = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+"""``(mean, var) -> (mean, var)`` ``(D,)``: the statistics to normalise with (e.g. every entity's
+features alike, :meth:`podracer.entity.EntityLayout.tie_statistics`)."""
+
+
+class NormalizationCache:
+    """The normalisation constants ``(shift, scale)`` of running statistics, kept until they change.
+
+    Recomputed once per change of the statistics (every in-place write to a tensor bumps its
+    version counter: a merge, a load, a fusion average), not once per step: one batch-1 evaluation
+    step is a handful of small ops, and these were a third of them.
+
+    Args:
+        stats: the running statistics (read live).
+        tie: applied to ``(mean, var)`` before the constants are computed, or ``None``.
+    """
+
+    def __init__(self, stats: RunningMeanStd, tie: TieStatistics | None = None) -> None:
+        """See the class docstring."""
+        self.stats = stats
+        self.tie = tie
+        self._cached: NormalizationConstants | None = None
+
+    def constants(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(shift, scale)`` ``(D,)`` in ``dtype`` of the current statistics, tied if asked."""
+        stats, cached = self.stats, self._cached
+        if not (
+            cached is not None
+            and cached.mean is stats.mean
+            and cached.var is stats.var
+            and (cached.mean_version, cached.var_version) == (stats.mean._version, stats.var._version)
+            and cached.shift.dtype == dtype
+        ):
+            with torch.inference_mode(False):
+                mean, var = stats.mean, stats.var
+                if self.tie is not None:
+                    mean, var = self.tie(mean, var)
+                shift, scale = RunningMeanStd.constants(mean, var, dtype)
+            cached = self._cached = NormalizationConstants(
+                stats.mean, stats.mean._version, stats.var, stats.var._version, shift, scale
+            )
+        return cached.shift, cached.scale
+
+    def normalize(self, obs: torch.Tensor, clip: float) -> torch.Tensor:
+        """``obs`` ``(B, D)`` standardised with :meth:`constants` and clipped to ``[-clip, clip]``."""
+        shift, scale = self.constants(obs.dtype)
+        return RunningMeanStd.rescale(obs, shift, scale, clip)

@@ -1,4 +1,4 @@
-"""Proximal Policy Optimisation for batched, bounded-action tensor envs: the config and the agent.
+"""Proximal Policy Optimisation for batched, bounded-action tensor envs: the agent.
 
 Shapes: ``T`` rollout steps per round, ``N`` parallel envs, ``D`` observation size, ``A`` action
 size, ``B = T * N`` transitions per round.
@@ -25,29 +25,30 @@ feature. The statistics are frozen within a round (the rollout and the learning 
 normalisation) and merged with the round's observations at its end; they travel with the weights in
 :meth:`PPOAgent.state_dict` and :meth:`PPOAgent.load_weights_from`.
 
-The pieces live in their own modules and are re-exported here (``from podracer.ppo import
-RunningMeanStd, compute_gae, ...`` keeps working): :mod:`podracer.rollout` (buffer, truncation
-bootstrap, GAE), :mod:`podracer.normalization` (running statistics), :mod:`podracer.ppo_update`
-(the loss and its minibatch epochs).
+The agent is split along stable-baselines3's seams, each piece in its own module: the settings and
+the networks they build (:mod:`podracer.ppo_config`), collecting a round
+(:mod:`podracer.ppo_collect`; the buffer, truncation bootstrap and GAE in :mod:`podracer.rollout`),
+learning from it (:mod:`podracer.ppo_update`), snapshots (:mod:`podracer.ppo_snapshot`), the frozen
+evaluation policy (:func:`podracer.frozen.freeze_policy`), and the normalisation and its cache
+(:mod:`podracer.normalization`). :class:`PPOAgent` holds the state and ties the pieces together; the
+names this module always offered are re-exported here (``from podracer.ppo import RunningMeanStd,
+compute_gae, ...`` keeps working).
 """
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
-from podracer.distributions import PolicyDistribution
+from podracer.distributions import PolicyDistribution, to_action_range
 from podracer.entity import CrossSectionalActorCritic, EntityLayout
-from podracer.entity_advantage import entity_terms, with_future
-from podracer.errors import SnapshotError
-from podracer.frozen import FrozenActorPolicy, RowWisePolicy
+from podracer.frozen import freeze_policy
 from podracer.hterm import TrajectoryBuffer
-from podracer.networks import ActorCritic, FrozenMLP
-from podracer.normalization import NormalizationConstants, RunningMeanStd
+from podracer.normalization import NormalizationCache, RunningMeanStd
+from podracer.ppo_collect import EnvCursor, collect_rollout
 from podracer.ppo_config import (
     MIN_MINIBATCH_SIZE,
     POLICY_KINDS,
@@ -55,8 +56,20 @@ from podracer.ppo_config import (
     LrSchedule,
     PolicyKind,
     PPOConfig,
+    build_model,
+    build_optimizer,
     check_round_size,
     learning_rate_at,
+)
+from podracer.ppo_snapshot import (
+    STATE_FORMAT,
+    agent_arguments,
+    check_format,
+    check_same_config,
+    check_same_network,
+    load_optimizer_state,
+    restore_generator,
+    snapshot_of,
 )
 from podracer.ppo_update import ppo_update
 from podracer.protocols import Policy, RoundStats, TensorVectorEnv
@@ -79,12 +92,6 @@ __all__ = [
     "learning_rate_at",
     "ppo_update",
 ]
-
-STATE_FORMAT = "podracer.ppo/1"
-"""Tag stored in every :meth:`PPOAgent.state_dict`, checked on load."""
-
-_SEED_SPACE = 2**31 - 1
-"""Env reset seeds are drawn uniformly from ``[0, _SEED_SPACE)`` by the agent's generator."""
 
 
 class PPOAgent:
@@ -130,79 +137,30 @@ class PPOAgent:
         self.seed = seed
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.layout = layout
-        self.model = self._new_model().to(self.device)
+        self.model = build_model(config, obs_dim, action_dim, layout, seed).to(self.device)
         self.obs_stats = RunningMeanStd(obs_dim).to(self.device)
-        self.optimizer = self._new_optimizer()
+        self.optimizer = build_optimizer(self.model, config)
         self.env_steps = 0
         self.policy_version = 0
-        self._env: TensorVectorEnv | None = None
-        self._next_obs: torch.Tensor | None = None
         self.epoch_hook: Callable[[torch.Tensor], torch.Tensor] | None = None
         """Called after every update epoch with its mean approximate KL (0-d); returns the KL to act on
         (:mod:`podracer.fusion` averages the learners there). ``None``: no hook."""
+        model = self.model
+        tie = model.layout.tie_statistics if isinstance(model, CrossSectionalActorCritic) else None
+        self._normalization = NormalizationCache(self.obs_stats, tie)  # every entity normalised alike
+        self._cursor = EnvCursor()
         self._rollout: Rollout | None = None
-        self._normalization_cache: NormalizationConstants | None = None
         self._h_term: TrajectoryBuffer | None = None
-
-    def _new_model(self) -> ActorCritic | CrossSectionalActorCritic:
-        cfg, layout = self.config, self.layout
-        if cfg.policy == "mlp":
-            return ActorCritic(self.obs_dim, self.action_dim, cfg.hidden_sizes, cfg.activation, self.seed)
-        if layout is None:
-            raise AgentError(
-                "policy 'cross_sectional' needs an EntityLayout of the observation; pass layout= "
-                "or use policy 'mlp'"
-            )
-        if (layout.obs_dim, layout.action_dim) != (self.obs_dim, self.action_dim):
-            raise AgentError(
-                f"entity layout describes obs_dim={layout.obs_dim}, action_dim={layout.action_dim}; "
-                f"the agent has {self.obs_dim}, {self.action_dim}"
-            )
-        return CrossSectionalActorCritic(layout, cfg.hidden_sizes, cfg.activation, self.seed)
-
-    def _new_optimizer(self) -> torch.optim.Adam:
-        # fused: one kernel per step over all parameters (CPU and CUDA).
-        return torch.optim.Adam(
-            self.model.parameters(), lr=self.config.learning_rate, eps=self.config.adam_eps, fused=True
-        )
 
     # ------------------------------------------------------------------ acting
 
     def _normalize(self, obs: torch.Tensor) -> torch.Tensor:
         if not self.config.normalize_observations:
             return obs
-        shift, scale = self._normalization(obs.dtype)
-        return RunningMeanStd.rescale(obs, shift, scale, self.config.obs_clip)
-
-    def _normalization(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """The normalisation constants ``(shift, scale)`` ``(D,)`` of the current statistics.
-
-        Computed once per change of the statistics (every in-place write to a tensor bumps its
-        version counter: a merge, a load, a fusion average), not once per step: one batch-1
-        evaluation step is a handful of small ops, and these were a third of them.
-        """
-        stats, cached = self.obs_stats, self._normalization_cache
-        if not (
-            cached is not None
-            and cached.mean is stats.mean
-            and cached.var is stats.var
-            and (cached.mean_version, cached.var_version) == (stats.mean._version, stats.var._version)
-            and cached.shift.dtype == dtype
-        ):
-            with torch.inference_mode(False):
-                mean, var = stats.mean, stats.var
-                if isinstance(self.model, CrossSectionalActorCritic):  # every entity normalised alike
-                    mean, var = self.model.layout.tie_statistics(mean, var)
-                shift, scale = RunningMeanStd.constants(mean, var, dtype)
-            cached = self._normalization_cache = NormalizationConstants(
-                stats.mean, stats.mean._version, stats.var, stats.var._version, shift, scale
-            )
-        return cached.shift, cached.scale
+        return self._normalization.normalize(obs, self.config.obs_clip)
 
     def _scale(self, unit_actions: torch.Tensor) -> torch.Tensor:
-        if self.action_low == 0.0 and self.action_high == 1.0:  # the same numbers, two ops fewer
-            return unit_actions
-        return self.action_low + (self.action_high - self.action_low) * unit_actions
+        return to_action_range(unit_actions, self.action_low, self.action_high)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
@@ -215,52 +173,22 @@ class PPOAgent:
         return self._scale(dist.squash(raw))
 
     def evaluation_policy(self) -> Policy:
-        """The deterministic policy, frozen at the current weights and statistics, for evaluation loops.
-
-        The flat MLP's policy is a :class:`~podracer.frozen.FrozenActorPolicy` (the actor as a
-        :class:`~podracer.networks.FrozenMLP`, weights pre-transposed: about twice as fast at batch 1
-        on a CPU, equal to :meth:`act` to float32 rounding; several stack into one pass with
-        :class:`~podracer.frozen.StackedActors`); the cross-sectional network runs a copy of itself,
-        as a :class:`~podracer.frozen.RowWisePolicy` (it mixes assets within an observation, never
-        rows).
-        Later learning or loading does not change it.
+        """The deterministic policy, frozen at the current weights and statistics, for evaluation loops
+        (:func:`~podracer.frozen.freeze_policy`: equal to :meth:`act` to float32 rounding; later
+        learning or loading does not change it).
 
         Returns:
             Observations ``(N, D)`` -> actions ``(N, A)`` in ``[action_low, action_high]``.
         """
-        model = self.model
-        normalize, clip = self.config.normalize_observations, self.config.obs_clip
-        mean, var = self.obs_stats.mean.clone(), self.obs_stats.var.clone()
-        if isinstance(model, ActorCritic):  # data that podracer.frozen.StackedActors can stack
-            return FrozenActorPolicy(
-                mean if normalize else None,
-                var if normalize else None,
-                clip,
-                FrozenMLP(model.actor),
-                model.action_dim,
-                self.action_low,
-                self.action_high,
-            )
-        if isinstance(model, CrossSectionalActorCritic):  # every entity normalised alike
-            mean, var = model.layout.tie_statistics(mean, var)
-        constants: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
-        scale = self._scale
-        frozen = copy.deepcopy(model)
-
-        def unit_action(rows: torch.Tensor) -> torch.Tensor:
-            dist = frozen.distribution(rows)
-            return dist.squash(dist.mode())
-
-        @torch.no_grad()
-        def policy(obs: torch.Tensor) -> torch.Tensor:
-            rows = obs
-            if normalize:
-                if obs.dtype not in constants:
-                    constants[obs.dtype] = RunningMeanStd.constants(mean, var, obs.dtype)
-                rows = RunningMeanStd.rescale(obs, *constants[obs.dtype], clip)
-            return scale(unit_action(rows))
-
-        return RowWisePolicy(policy)  # the cross-sectional network mixes assets within a row only
+        cfg = self.config
+        return freeze_policy(
+            self.model,
+            self.obs_stats,
+            cfg.normalize_observations,
+            cfg.obs_clip,
+            self.action_low,
+            self.action_high,
+        )
 
     # ------------------------------------------------------------------ collecting
 
@@ -270,16 +198,11 @@ class PPOAgent:
         The first time ``env`` is seen it is reset with a seed from the agent's generator; after
         that a round continues from where the last one left it (:meth:`end_collection`).
         """
-        if env is not self._env or self._next_obs is None:
-            seed = int(torch.randint(_SEED_SPACE, (), generator=self.generator, device=self.device))
-            self._next_obs, _ = env.reset(seed=seed)
-            self._env = env
-        return self._next_obs
+        return self._cursor.begin(env, self.generator, self.device)
 
     def end_collection(self, env: TensorVectorEnv, next_obs: torch.Tensor) -> None:
         """Remember where a round on ``env`` ended: raw observations ``(N, D)`` the next one starts from."""
-        self._env = env
-        self._next_obs = next_obs
+        self._cursor.end(env, next_obs)
 
     def entity_shape(self) -> tuple[int, int]:
         """``(M, K)`` (entities, global action dimensions) with ``advantages = "entity"``, else ``(0, 0)``."""
@@ -290,11 +213,12 @@ class PPOAgent:
 
     def normalization_constants(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """``(shift, scale)`` ``(D,)`` of the current observation statistics (entities tied alike)."""
-        return self._normalization(dtype)
+        return self._normalization.constants(dtype)
 
     @torch.no_grad()
     def collect(self, env: TensorVectorEnv) -> tuple[Rollout, dict[str, torch.Tensor]]:
-        """Run ``rollout_steps`` steps on every env of ``env`` and compute advantages and returns.
+        """Run ``rollout_steps`` steps on every env of ``env`` and compute advantages and returns
+        (:func:`~podracer.ppo_collect.collect_rollout`).
 
         Resets ``env`` the first time it is seen and continues from its last observation afterwards.
         Updates the observation statistics with the round's observations at the end.
@@ -319,73 +243,18 @@ class PPOAgent:
             buf = self._rollout = Rollout.allocate(
                 steps, num_envs, self.obs_dim, self.action_dim, self.device, entities
             )
-        raw_obs = self.begin_collection(env)
-        obs_sum = torch.zeros(self.obs_dim, dtype=torch.float64, device=self.device)
-        obs_sumsq = torch.zeros_like(obs_sum)
-        episode_return = torch.zeros(num_envs, device=self.device)
-        finished_return_sum = torch.zeros((), device=self.device)
-        finished_count = torch.zeros((), device=self.device)
-
-        for t in range(steps):
-            obs_sum += raw_obs.sum(0).double()
-            obs_sumsq += raw_obs.square().sum(0).double()
-            obs = self._normalize(raw_obs)
-            dist: PolicyDistribution = self.model.distribution(obs)
-            raw = dist.sample(self.generator)
-            buf.obs[t] = obs
-            buf.unit_actions[t] = raw
-            if buf.entity_log_probs is None:
-                buf.log_probs[t] = dist.log_prob(raw)
-            else:
-                components = dist.log_prob_components(raw)
-                buf.log_probs[t] = components.sum(dim=-1)
-                buf.entity_log_probs[t] = components[:, action_globals:]
-            raw_obs, reward, terminated, truncated, info = env.step(self._scale(dist.squash(raw)))
-            if buf.entity_advantages is not None:
-                buf.entity_advantages[t] = entity_terms(dist, raw, info, action_globals)
-            buf.rewards[t] = reward
-            buf.terminated[t] = terminated
-            buf.truncated[t] = truncated
-            buf.final_obs[t] = self._normalize(info["final_obs"])
-            ended = (terminated | truncated).to(reward.dtype)
-            episode_return += reward
-            finished_return_sum += (episode_return * ended).sum()
-            finished_count += ended.sum()
-            episode_return *= 1.0 - ended
-        self.end_collection(env, raw_obs)
-
-        # Critic values of the whole rollout in a few large matmuls rather than one small one per step.
-        rows = buf.obs.flatten(0, 1).tensor_split(cfg.num_minibatches)
-        buf.values.copy_(torch.cat([self.model.value(chunk) for chunk in rows]).view(steps, num_envs))
-
-        # Truncated episodes: add gamma * V(final_obs). One host sync finds the (rare) truncated rows.
-        mean_env_reward = buf.rewards.mean()
-        cut = (buf.truncated & ~buf.terminated).nonzero(as_tuple=True)
-        final_values = torch.zeros_like(buf.rewards)
-        if cut[0].numel() > 0:
-            final_values[cut] = self.model.value(buf.final_obs[cut])
-        buf.rewards.copy_(
-            bootstrap_truncated(buf.rewards, buf.truncated, buf.terminated, final_values, cfg.gamma)
+        first_obs = self.begin_collection(env)
+        collected = collect_rollout(
+            self.model, env, first_obs, buf, cfg, self.generator, self._normalize, self._scale, action_globals
         )
-        last_values = self.model.value(self._normalize(raw_obs))
-        advantages, returns = compute_gae(
-            buf.rewards, buf.values, buf.terminated | buf.truncated, last_values, cfg.gamma, cfg.gae_lambda
-        )
-        buf.advantages.copy_(advantages)
-        buf.returns.copy_(returns)
-        if buf.entity_advantages is not None:
-            entity_advantages = with_future(buf.entity_advantages, advantages, buf.rewards, buf.values)
-            buf.entity_advantages.copy_(entity_advantages)
+        self.end_collection(env, collected.next_obs)
         if cfg.normalize_observations:
             self.obs_stats.merge(
-                obs_sum, obs_sumsq, torch.tensor(float(steps * num_envs), dtype=torch.float64)
+                collected.obs_sum,
+                collected.obs_sumsq,
+                torch.tensor(float(steps * num_envs), dtype=torch.float64),
             )
-        metrics = {
-            "mean_reward": mean_env_reward,
-            "episodes_finished": finished_count,
-            "mean_episode_return": finished_return_sum / finished_count.clamp_min(1.0),
-        }
-        return buf, metrics
+        return buf, collected.metrics
 
     # ------------------------------------------------------------------ learning
 
@@ -446,111 +315,6 @@ class PPOAgent:
         self.policy_version += 1
         return RoundStats(env_steps=steps, seconds=time.perf_counter() - start, metrics=metrics)
 
-    # ------------------------------------------------------------------ snapshots
-
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume, as tensors and plain Python values.
-
-        Loads with ``torch.load(path, weights_only=True)``. Keys: ``format``, ``config`` (plain
-        dict), ``obs_dim``, ``action_dim``, ``action_low``, ``action_high``, ``seed``, ``layout``
-        (plain dict or ``None``), ``model``,
-        ``obs_stats``, ``optimizer``, ``env_steps``, ``policy_version``, ``rng_state`` and
-        ``rng_device_type`` (the generator's device type: CPU and CUDA generator states differ).
-        """
-        return {
-            "format": STATE_FORMAT,
-            "config": self.config.to_dict(),
-            "obs_dim": self.obs_dim,
-            "action_dim": self.action_dim,
-            "action_low": self.action_low,
-            "action_high": self.action_high,
-            "seed": self.seed,
-            "layout": None if self.layout is None else self.layout.to_dict(),
-            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
-            "obs_stats": {k: v.detach().clone() for k, v in self.obs_stats.state_dict().items()},
-            "optimizer": self.optimizer.state_dict(),
-            "env_steps": self.env_steps,
-            "policy_version": self.policy_version,
-            "rng_state": self.generator.get_state(),
-            "rng_device_type": self.device.type,
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore networks, statistics, optimiser, counters and RNG from :meth:`state_dict`'s output.
-
-        The snapshot's config must equal this agent's (use :meth:`from_state_dict` to take the
-        snapshot's, or :meth:`load_weights_from` to keep this agent's hyper-parameters). The random
-        generator's state is restored when the snapshot comes from the same device type; across
-        CPU and CUDA it is re-seeded from ``(seed, policy_version)`` instead (still deterministic).
-        """
-        _check_format(state)
-        if PPOConfig.from_dict(state["config"]) != self.config:
-            raise SnapshotError(
-                "snapshot config differs from this agent's; use load_weights_from or from_state_dict"
-            )
-        self.load_weights_from(state, keep_optimizer=True)
-        self.env_steps = int(state["env_steps"])
-        self.policy_version = int(state["policy_version"])
-        if state["rng_device_type"] == self.device.type:
-            self.generator.set_state(state["rng_state"].cpu())
-        else:  # a CUDA generator state means nothing to a CPU generator (and back): reseed reproducibly
-            self.generator.manual_seed(self.seed * _SEED_SPACE + self.policy_version)
-        self._env = None
-        self._next_obs = None
-
-    def load_weights_from(self, state: Mapping[str, Any], keep_optimizer: bool) -> None:
-        """Copy a snapshot's networks and observation statistics into this agent.
-
-        This agent keeps its own config, counters and generator: the tournament's generator uses it
-        to start a pod with perturbed hyper-parameters from a leader's weights. The learning rate
-        comes from this agent's config at the next round.
-
-        Args:
-            state: a :meth:`state_dict` with the same ``obs_dim``, ``action_dim``, ``hidden_sizes``
-                and ``activation``.
-            keep_optimizer: also copy the snapshot's Adam moments (else the optimiser starts fresh).
-        """
-        _check_format(state)
-        if (int(state["obs_dim"]), int(state["action_dim"])) != (self.obs_dim, self.action_dim):
-            raise SnapshotError(
-                f"snapshot is for obs_dim={state['obs_dim']}, action_dim={state['action_dim']}; "
-                f"this agent has {self.obs_dim}, {self.action_dim}"
-            )
-        config = state["config"]
-        theirs = (tuple(config["hidden_sizes"]), config["activation"], config.get("policy", "mlp"))
-        ours = (self.config.hidden_sizes, self.config.activation, self.config.policy)
-        if theirs != ours:
-            raise SnapshotError(
-                f"snapshot network has hidden_sizes={theirs[0]}, activation={theirs[1]!r}, "
-                f"policy={theirs[2]!r}; this agent has {ours[0]}, {ours[1]!r}, {ours[2]!r}: "
-                "build the agent with the snapshot's"
-            )
-        self.model.load_state_dict(state["model"])
-        self.obs_stats.load_state_dict(state["obs_stats"])
-        self.optimizer = self._new_optimizer()
-        if keep_optimizer:  # a copy: torch's load keeps same-device tensors, and a donor may be live
-            self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
-            for group in self.optimizer.param_groups:
-                group["lr"] = self.config.learning_rate
-                group["eps"] = self.config.adam_eps
-
-    @classmethod
-    def from_state_dict(cls, state: Mapping[str, Any], device: torch.device | str = "cpu") -> PPOAgent:
-        """A new agent with the snapshot's dimensions, config and full state, on ``device``."""
-        _check_format(state)
-        agent = cls(
-            obs_dim=int(state["obs_dim"]),
-            action_dim=int(state["action_dim"]),
-            action_low=float(state["action_low"]),
-            action_high=float(state["action_high"]),
-            config=PPOConfig.from_dict(state["config"]),
-            device=device,
-            seed=int(state["seed"]),
-            layout=None if state.get("layout") is None else EntityLayout.from_dict(state["layout"]),
-        )
-        agent.load_state_dict(state)
-        return agent
-
     def learner_flops_per_round(self, num_envs: int) -> int:
         """Matmul FLOPs of one round's network work (rollout inference plus all update epochs).
 
@@ -565,8 +329,51 @@ class PPOAgent:
         learning = (3 * per_row - first) * transitions * self.config.update_epochs
         return rollout + learning
 
+    # ------------------------------------------------------------------ snapshots
 
-def _check_format(state: Mapping[str, Any]) -> None:
-    found = state.get("format") if isinstance(state, Mapping) else None
-    if found != STATE_FORMAT:
-        raise SnapshotError(f"not a PPO agent snapshot: format is {found!r}, expected {STATE_FORMAT!r}")
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume, as tensors and plain Python values
+        (:func:`~podracer.ppo_snapshot.snapshot_of`; loads with ``torch.load(weights_only=True)``)."""
+        return snapshot_of(self)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore networks, statistics, optimiser, counters and RNG from :meth:`state_dict`'s output.
+
+        The snapshot's config must equal this agent's (use :meth:`from_state_dict` to take the
+        snapshot's, or :meth:`load_weights_from` to keep this agent's hyper-parameters). The random
+        generator's state is restored when the snapshot comes from the same device type; across
+        CPU and CUDA it is re-seeded from ``(seed, policy_version)`` instead (still deterministic).
+        """
+        check_format(state)
+        check_same_config(state, self.config)
+        self.load_weights_from(state, keep_optimizer=True)
+        self.env_steps = int(state["env_steps"])
+        self.policy_version = int(state["policy_version"])
+        restore_generator(self.generator, state, self.device, self.seed, self.policy_version)
+        self._cursor.forget()
+
+    def load_weights_from(self, state: Mapping[str, Any], keep_optimizer: bool) -> None:
+        """Copy a snapshot's networks and observation statistics into this agent.
+
+        This agent keeps its own config, counters and generator: the tournament's generator uses it
+        to start a pod with perturbed hyper-parameters from a leader's weights. The learning rate
+        comes from this agent's config at the next round.
+
+        Args:
+            state: a :meth:`state_dict` with the same ``obs_dim``, ``action_dim``, ``hidden_sizes``
+                and ``activation``.
+            keep_optimizer: also copy the snapshot's Adam moments (else the optimiser starts fresh).
+        """
+        check_same_network(state, self.obs_dim, self.action_dim, self.config)
+        self.model.load_state_dict(state["model"])
+        self.obs_stats.load_state_dict(state["obs_stats"])
+        self.optimizer = build_optimizer(self.model, self.config)
+        if keep_optimizer:
+            load_optimizer_state(self.optimizer, state, self.config)
+
+    @classmethod
+    def from_state_dict(cls, state: Mapping[str, Any], device: torch.device | str = "cpu") -> PPOAgent:
+        """A new agent with the snapshot's dimensions, config and full state, on ``device``."""
+        agent = cls(**agent_arguments(state), device=device)
+        agent.load_state_dict(state)
+        return agent

@@ -2,6 +2,9 @@
 
 :class:`podracer.ppo.PPOAgent` learns with them; :func:`podracer.ppo_update.ppo_update` and
 :mod:`podracer.population` read them. ``from podracer.ppo import PPOConfig`` keeps working.
+What follows from them: the learning rate at a step (:func:`learning_rate_at`), whether a round
+fills its minibatches (:func:`check_round_size`), and the networks and optimiser an agent of given
+sizes builds (:func:`build_model`, :func:`build_optimizer`).
 """
 
 from __future__ import annotations
@@ -11,8 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+import torch
+
+from podracer.entity import CrossSectionalActorCritic, EntityLayout
 from podracer.errors import PodracerError
-from podracer.networks import Activation
+from podracer.networks import Activation, ActorCritic
 
 LrSchedule = Literal["constant", "linear"]
 """``constant``: always ``learning_rate``; ``linear``: decays to 0 at ``total_env_steps``."""
@@ -222,6 +228,35 @@ def check_round_size(batch: int, num_minibatches: int) -> None:
         )
 
 
+def build_model(
+    config: PPOConfig, obs_dim: int, action_dim: int, layout: EntityLayout | None, seed: int
+) -> ActorCritic | CrossSectionalActorCritic:
+    """The actor-critic ``config.policy`` names, initialised from ``seed`` (on the CPU).
+
+    Raises:
+        AgentError: ``cross_sectional`` without a ``layout``, or with one of other sizes.
+    """
+    if config.policy == "mlp":
+        return ActorCritic(obs_dim, action_dim, config.hidden_sizes, config.activation, seed)
+    if layout is None:
+        raise AgentError(
+            "policy 'cross_sectional' needs an EntityLayout of the observation; pass layout= "
+            "or use policy 'mlp'"
+        )
+    if (layout.obs_dim, layout.action_dim) != (obs_dim, action_dim):
+        raise AgentError(
+            f"entity layout describes obs_dim={layout.obs_dim}, action_dim={layout.action_dim}; "
+            f"the agent has {obs_dim}, {action_dim}"
+        )
+    return CrossSectionalActorCritic(layout, config.hidden_sizes, config.activation, seed)
+
+
+def build_optimizer(model: torch.nn.Module, config: PPOConfig) -> torch.optim.Adam:
+    """A fresh Adam over ``model``'s parameters at ``config``'s learning rate and eps (fused: one
+    kernel per step over all parameters, on the CPU and CUDA)."""
+    return torch.optim.Adam(model.parameters(), lr=config.learning_rate, eps=config.adam_eps, fused=True)
+
+
 __all__ = [
     "ADVANTAGE_KINDS",
     "MIN_MINIBATCH_SIZE",
@@ -231,6 +266,8 @@ __all__ = [
     "LrSchedule",
     "PPOConfig",
     "PolicyKind",
+    "build_model",
+    "build_optimizer",
     "check_round_size",
     "learning_rate_at",
 ]

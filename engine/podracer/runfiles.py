@@ -1,4 +1,6 @@
-"""A tournament's run directory: its lock, ``config.json``, ``state.json`` and pod records.
+"""A tournament's run directory on disk: its lock, ``config.json``, ``state.json`` and pod records.
+
+:class:`podracer.rundir.RunDirectory` holds one open; this module is the files' layout and formats.
 
 Layout (all writes atomic; see :mod:`podracer.snapshot`):
 
@@ -116,6 +118,18 @@ class Progress:
     next_pod_id: int = 0
     last_round_env_steps: int = 0
     history: list[HistoryRecord] = field(default_factory=list)
+
+    def count_round(self, env_steps: int) -> None:
+        """Count a finished round of ``env_steps`` env steps (it ends a run of crashes)."""
+        self.env_steps += env_steps
+        self.rounds += 1
+        self.consecutive_crashes = 0
+        self.last_round_env_steps = env_steps
+
+    def count_crash(self) -> None:
+        """Count a crashed round."""
+        self.crashes += 1
+        self.consecutive_crashes += 1
 
 
 @dataclass

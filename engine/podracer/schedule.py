@@ -13,15 +13,36 @@ The pool is counted in the backend's slots (``pool_size`` for the default local 
 
 A new pod starts from scratch with probability ``fresh_pod_prob * (1 - budget_fraction)``: fresh pods
 become rarer as the budget runs out, when there is no time left for one to catch up.
+
+A round is started only while :func:`budget_left`: the env steps used plus those expected from the
+rounds in flight (the last round's size each) stay below ``budget_env_steps``, and the wall time used
+(summed over resumes) is below ``budget_seconds``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Protocol, TypeVar
 
 from podracer.config import TournamentConfig
-from podracer.pod import Pod
+
+
+class Ranked(Protocol):
+    """What ranks a pod for retirement (a :class:`~podracer.pod.Pod` has it)."""
+
+    @property
+    def pod_id(self) -> int:
+        """The pod's id (higher: younger)."""
+        ...
+
+    @property
+    def smoothed_score(self) -> float | None:
+        """Its moving-average score, ``None`` before its first evaluation."""
+        ...
+
+
+R = TypeVar("R", bound=Ranked)
 
 
 def budget_fraction(config: TournamentConfig, env_steps: int, seconds: float) -> float:
@@ -32,6 +53,26 @@ def budget_fraction(config: TournamentConfig, env_steps: int, seconds: float) ->
     if config.budget_seconds is not None:
         shares.append(seconds / config.budget_seconds)
     return min(1.0, max(shares))
+
+
+def budget_left(
+    config: TournamentConfig, env_steps: int, last_round_env_steps: int, rounds_in_flight: int, seconds: float
+) -> bool:
+    """Whether another round may start.
+
+    Args:
+        config: the budgets.
+        env_steps: env steps used so far.
+        last_round_env_steps: the last finished round's env steps (what each round in flight is
+            expected to add).
+        rounds_in_flight: rounds running now.
+        seconds: wall time used so far (summed over resumes).
+    """
+    if config.budget_env_steps is not None:
+        expected = env_steps + rounds_in_flight * last_round_env_steps
+        if expected >= config.budget_env_steps:
+            return False
+    return config.budget_seconds is None or seconds < config.budget_seconds
 
 
 def schedule_phase(config: TournamentConfig, fraction: float) -> int:
@@ -54,10 +95,10 @@ def fresh_probability(config: TournamentConfig, fraction: float) -> float:
     return config.fresh_pod_prob * max(0.0, 1.0 - fraction)
 
 
-def retirees(pods: Iterable[Pod], count: int) -> list[Pod]:
+def retirees(pods: Iterable[R], count: int) -> list[R]:
     """The ``count`` pods to retire: the worst smoothed scores (a pod without one first; ties: youngest)."""
 
-    def badness(pod: Pod) -> tuple[bool, float, int]:
+    def badness(pod: R) -> tuple[bool, float, int]:
         score = pod.smoothed_score
         return (score is not None, -math.inf if score is None else score, -pod.pod_id)
 

@@ -218,4 +218,20 @@ class PopulationPolicy:
         return self._low + (self._high - self._low) * unit
 
 
-__all__ = ["STRUCTURE_FIELDS", "PopulationPolicy", "StackedModel", "check_population", "structure_key"]
+def hyper_column(
+    agents: Sequence[PPOAgent], name: str, device: torch.device, float64: bool = False
+) -> torch.Tensor:
+    """Hyper-parameter ``name`` of every agent as a ``(P,)`` tensor (float32, or float64): a
+    population's per-pod hyper-parameters, as the batched computation reads them."""
+    values = [float(getattr(agent.config, name)) for agent in agents]
+    return torch.tensor(values, dtype=torch.float64 if float64 else torch.float32, device=device)
+
+
+__all__ = [
+    "STRUCTURE_FIELDS",
+    "PopulationPolicy",
+    "StackedModel",
+    "check_population",
+    "hyper_column",
+    "structure_key",
+]

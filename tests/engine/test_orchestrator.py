@@ -173,6 +173,16 @@ def test_resume_refuses_another_base_agent_config(tmp_path: Path) -> None:
     Tournament.resume(tmp_path, make_agent, TINY_PPO, make_env, Validation())
 
 
+def test_the_one_constructor_resumes_only_with_the_config_the_run_was_started_with(tmp_path: Path) -> None:
+    config = tournament_config(pool_size=1, budget_env_steps=2 * ROUND_ENV_STEPS)
+    Tournament(config, tmp_path, make_agent, TINY_PPO, make_env, Validation()).close()
+    bigger = dataclasses.replace(config, budget_env_steps=4 * ROUND_ENV_STEPS)
+    with pytest.raises(TournamentError, match="tournament config differs"):
+        Tournament(bigger, tmp_path, make_agent, TINY_PPO, make_env, Validation(), resume=True)
+    with Tournament(config, tmp_path, make_agent, TINY_PPO, make_env, Validation(), resume=True) as resumed:
+        assert resumed.run().rounds == 2
+
+
 def test_a_non_finite_score_counts_as_a_crash(tmp_path: Path) -> None:
     config = tournament_config(pool_size=1, max_consecutive_crashes=1)
     tournament = Tournament(config, tmp_path, make_agent, TINY_PPO, make_env, _FlakyEvaluate(set(), math.nan))

@@ -22,223 +22,61 @@ shrinks when one leaves. Failures: a worker that dies mid-round (its node lost, 
 killed) fails that round with :class:`WorkerLostError`; the orchestrator counts it as a crashed round
 and restores the pod from its last snapshot on a new worker, which Ray places on a live node.
 
-Loopback by default: importing this module sets ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` unless it is
-set already (before Ray is imported), so a Ray started here (:func:`connect` with no address) binds
-127.0.0.1 only, without the dashboard; it also sets ``RAY_USAGE_STATS_ENABLED=0`` unless set (no usage
-report leaves the machine). Connecting to an existing cluster needs the same
-``RAY_AUTH_MODE`` (and token, ``RAY_AUTH_TOKEN``) as every process of that cluster.
+Loopback by default: a Ray started here binds 127.0.0.1 only, without the dashboard, and sends no
+usage report (:mod:`podracer.backends.ray_cluster`, imported before Ray). Connecting to an existing
+cluster needs the same ``RAY_AUTH_MODE`` (and token, ``RAY_AUTH_TOKEN``) as every process of that
+cluster.
+
+This module is the driver (:class:`RayBackend`, in the tournament's process); the actor is in
+:mod:`podracer.backends.ray_worker`, reaching Ray in :mod:`podracer.backends.ray_cluster`. Their
+names are re-exported here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import itertools
-import logging
 import math
-import os
-import socket
-import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError, Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-if "ray" not in sys.modules:  # must precede Ray's import: its constants read them once
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# First: importing ray_cluster sets Ray's environment, which Ray reads once when it is imported.
+from podracer.backends.ray_cluster import CONNECT_TIMEOUT_S, LOOPBACK, connect
 
+# isort: split
 import ray
 import ray.exceptions
-import torch
 
 from podracer.backends.base import RoundTask
-from podracer.errors import SnapshotError, TournamentError
-from podracer.pod import AgentFactory, EnvFactory, Evaluate, Pod, RoundResult, run_round
+from podracer.backends.ray_worker import PodWorker, WorkerLostError, pack_state, unpack_state
+from podracer.errors import TournamentError
+from podracer.pod import Pod, RoundResult
+
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "EMPTY_CLUSTER_GRACE_S",
+    "LOOPBACK",
+    "RESOURCE_EPSILON",
+    "PodWorker",
+    "RayBackend",
+    "WorkerInfo",
+    "WorkerLostError",
+    "connect",
+    "pack_state",
+    "unpack_state",
+]
 
 T = TypeVar("T")
 
-LOOPBACK = "127.0.0.1"
-"""Address a Ray started by :func:`connect` binds."""
-CONNECT_TIMEOUT_S = 5.0
-"""How long :func:`connect` waits for a cluster's head to accept a connection, seconds."""
 EMPTY_CLUSTER_GRACE_S = 5.0
 """How long :meth:`RayBackend.slots` re-reads a cluster that shows no room before reporting 0, seconds."""
 RESOURCE_EPSILON = 1e-9
 """Slack on resource division (Ray reports fractional resources as floats)."""
-
-
-class WorkerLostError(TournamentError):
-    """A pod worker died mid-round (node lost, out of memory, killed); the round's work is lost."""
-
-
-def pack_state(state: Mapping[str, Any]) -> bytes:
-    """An agent ``state_dict`` (tensors and plain values) as ``torch.save`` bytes."""
-    buffer = io.BytesIO()
-    torch.save(dict(state), buffer)
-    return buffer.getvalue()
-
-
-def unpack_state(data: bytes) -> dict[str, Any]:
-    """Read :func:`pack_state` bytes with ``torch.load(weights_only=True)`` onto the CPU.
-
-    Raises:
-        SnapshotError: the bytes hold anything but tensors and plain values (a pickled object).
-    """
-    try:
-        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise SnapshotError(
-            f"an agent state from a pod worker is not tensors and plain values ({type(exc).__name__}); "
-            "refusing to unpickle it"
-        ) from None
-    if not isinstance(state, dict):
-        raise SnapshotError(f"an agent state from a pod worker is a {type(state).__name__}, not a dict")
-    return state
-
-
-def connect(address: str | None = None, *, include_dashboard: bool = False) -> bool:
-    """Connect this process to Ray, or start a single-node Ray bound to 127.0.0.1.
-
-    Args:
-        address: ``None`` starts a local Ray (loopback only); ``"auto"`` joins the cluster this
-            machine belongs to (started with ``ray start``); ``"host:port"`` joins that head's GCS.
-        include_dashboard: start Ray's dashboard too (local start only).
-
-    Returns:
-        Whether this call started or joined Ray (``False``: it was connected already); the caller
-        that gets ``True`` owns the connection and ends it with ``ray.shutdown()``.
-
-    Raises:
-        TournamentError: Ray cannot be reached, or a local start would bind a non-loopback address.
-    """
-    if ray.is_initialized():
-        return False
-    from ray._private import ray_constants
-
-    try:
-        if address is None:
-            if ray_constants.ENABLE_RAY_CLUSTER:
-                raise TournamentError(
-                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1 would make a local Ray bind a public address; "
-                    "unset it, or start a cluster with `ray start --head` and pass its address"
-                )
-            ray.init(
-                address="local",
-                _node_ip_address=LOOPBACK,
-                include_dashboard=include_dashboard,
-                logging_level=logging.ERROR,
-                log_to_driver=False,
-            )
-        else:
-            _check_reachable(address)
-            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
-    except TournamentError:
-        raise
-    except Exception as exc:
-        where = "a local Ray" if address is None else f"the Ray cluster at {address!r}"
-        raise TournamentError(
-            f"cannot start or join {where} ({type(exc).__name__}: {exc}); check the address and that "
-            "RAY_AUTH_MODE / RAY_AUTH_TOKEN match the cluster's"
-        ) from None
-    return True
-
-
-def _check_reachable(address: str) -> None:
-    """Fail fast when a ``host:port`` address accepts no connection (``ray.init`` retries for minutes).
-
-    Raises:
-        ConnectionError: nothing listens there within :data:`CONNECT_TIMEOUT_S`.
-    """
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        return  # "auto", "ray://...", or a name Ray resolves itself
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
-    except OSError as exc:
-        raise ConnectionError(f"nothing answers at {address} ({exc.strerror or exc})") from None
-
-
-class PodWorker:
-    """A Ray actor that runs rounds of the pod it holds (its agent and env stay between rounds).
-
-    Args:
-        torch_threads: torch intra-op threads of this worker (its CPU share).
-    """
-
-    def __init__(self, torch_threads: int) -> None:
-        """See the class docstring."""
-        torch.set_num_threads(torch_threads)
-        self._code_key: str | None = None
-        self._code: tuple[AgentFactory, EnvFactory, Evaluate] | None = None
-        self._incarnation: int | None = None
-        self._pod: Pod | None = None
-
-    def where(self) -> dict[str, Any]:
-        """``pid`` and ``node_id`` of this worker."""
-        return {"pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id()}
-
-    def run_round(
-        self,
-        code: list[Any],
-        incarnation: int,
-        pod_id: int,
-        agent_config: Any,
-        seed: int,
-        train_rounds: int,
-        state: bytes | None,
-    ) -> tuple[dict[str, Any], bytes]:
-        """Run one round of pod ``incarnation``; returns the :class:`RoundResult` fields and the new state.
-
-        Args:
-            code: ``[ObjectRef]`` of ``(agent_factory, env_factory, evaluate)`` (boxed: fetched once).
-            incarnation: the backend's id of this pod object; a new one builds a new agent and env.
-            pod_id: the pod's id (for messages).
-            agent_config: the pod's hyper-parameters.
-            seed: the pod's seed (its agent's and env's).
-            train_rounds: agent rounds before the evaluation.
-            state: :func:`pack_state` bytes of the agent to start from; ``None`` to continue with the
-                agent this worker holds (only for the incarnation it holds).
-        """
-        key = code[0].hex()
-        if key != self._code_key:
-            self._code = ray.get(code[0])
-            self._code_key = key
-        assert self._code is not None
-        agent_factory, env_factory, evaluate = self._code
-        if incarnation != self._incarnation or self._pod is None:
-            if state is None:
-                raise TournamentError(
-                    f"pod worker holds no agent for pod {pod_id}; the backend must send one"
-                )
-            self._incarnation, self._pod = None, None
-            agent = agent_factory(agent_config, seed)
-            agent.load_state_dict(unpack_state(state))
-            self._pod = Pod(
-                pod_id=pod_id,
-                parent_id=None,
-                lineage_id=pod_id,
-                generation=0,
-                seed=seed,
-                agent_config=agent_config,
-                agent=agent,
-                env=env_factory(seed),
-                policy_version=0,
-                env_steps=0,
-            )
-            self._incarnation = incarnation
-        elif state is not None:
-            self._pod.agent.load_state_dict(unpack_state(state))
-        pod = self._pod
-        try:
-            result = run_round(pod, train_rounds, evaluate)
-        except BaseException:
-            self._incarnation, self._pod = None, None  # half-trained: rebuild from the orchestrator's state
-            raise
-        return asdict(result), pack_state(pod.agent.state_dict())
 
 
 @dataclass(eq=False)

@@ -1,0 +1,195 @@
+"""Collecting a population's round: every pod's ``T`` steps from one joined env, then the targets.
+
+Shapes: ``P`` pods, ``T`` rollout steps, ``N`` envs per pod, ``D`` observation size, ``A`` action
+size, ``B = T * N`` transitions per pod and round.
+
+:func:`collect_population` is :func:`podracer.ppo_collect.collect_rollout` for ``P`` agents at once
+(one env batch of ``P x N``, one stacked network call per step, each pod's own generator); it
+returns every pod's transitions as a :class:`PodBatch` for :mod:`podracer.population_update`.
+:func:`podracer.population.train_population_round` ties the two together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from podracer.entity_advantage import entity_terms, with_future
+from podracer.env_stack import stack_envs
+from podracer.normalization import RunningMeanStd
+from podracer.ppo import PPOAgent
+from podracer.rollout import Rollout, bootstrap_truncated, compute_gae
+from podracer.stacked import StackedModel, hyper_column
+
+
+@dataclass(frozen=True)
+class PodBatch:
+    """Every pod's round of transitions, ``(P, B, ...)``, row ``t * N + n`` of pod ``p`` its own
+    round's row (what :func:`~podracer.ppo_update.ppo_update` flattens a rollout to).
+
+    Attributes:
+        obs: ``(P, B, D)`` normalised observations.
+        unit_actions: ``(P, B, A)`` raw actions drawn.
+        log_probs: ``(P, B)`` their log-densities under the rollout policy.
+        values: ``(P, B)`` rollout critic values.
+        advantages: ``(P, B)`` GAE advantages.
+        returns: ``(P, B)`` value targets.
+        entity_log_probs: ``(P, B, M)`` the entity scores' own log-densities (``advantages =
+            "entity"``), else ``None``.
+        entity_advantages: ``(P, B, M)`` per-entity advantages, else ``None``.
+    """
+
+    obs: torch.Tensor
+    unit_actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    entity_log_probs: torch.Tensor | None = None
+    entity_advantages: torch.Tensor | None = None
+
+
+@torch.no_grad()
+def collect_population(
+    agents: Sequence[PPOAgent], envs: Sequence[Any], model: StackedModel
+) -> tuple[PodBatch, dict[str, torch.Tensor], list[Rollout | None]]:
+    """Every agent's ``T`` rollout steps from one joined env, with advantages and returns.
+
+    Returns:
+        ``(batch, metrics, rollouts)``: each pod's transitions ``(P, B, ...)`` in its own round's
+        order, per-pod metrics ``(P,)``, and each pod's own ``(T, N, ...)`` rollout (views) where
+        its agent needs one after the round (the H-term's buffer), else ``None``.
+    """
+    cfg = agents[0].config
+    pods, device = len(agents), agents[0].device
+    steps, n = cfg.rollout_steps, envs[0].num_envs
+    first_obs = [agent.begin_collection(env) for agent, env in zip(agents, envs, strict=True)]
+    stack = stack_envs(envs)
+    env = stack.env
+    obs_dim, action_dim = agents[0].obs_dim, agents[0].action_dim
+    entities, action_globals = agents[0].entity_shape()
+    buf = Rollout.allocate(steps, pods * n, obs_dim, action_dim, device, entities)
+    params = model.parameters()
+    generators = [agent.generator for agent in agents]
+    normalize, clip = cfg.normalize_observations, cfg.obs_clip
+    if normalize:
+        constants = [agent.normalization_constants(torch.float32) for agent in agents]
+        shift = torch.stack([c[0] for c in constants]).unsqueeze(1)
+        scale = torch.stack([c[1] for c in constants]).unsqueeze(1)
+
+    def normalized(rows: torch.Tensor) -> torch.Tensor:
+        grouped = rows.view(pods, n, obs_dim)
+        return RunningMeanStd.rescale(grouped, shift, scale, clip) if normalize else grouped
+
+    raw_obs = torch.cat(first_obs)
+    obs_sum = torch.zeros(pods, obs_dim, dtype=torch.float64, device=device)
+    obs_sumsq = torch.zeros_like(obs_sum)
+    episode_return = torch.zeros(pods, n, device=device)
+    finished_return_sum = torch.zeros(pods, device=device)
+    finished_count = torch.zeros(pods, device=device)
+    low, high = agents[0].action_low, agents[0].action_high
+    for t in range(steps):
+        grouped_raw = raw_obs.view(pods, n, obs_dim)
+        obs_sum += grouped_raw.sum(1).double()
+        obs_sumsq += grouped_raw.square().sum(1).double()
+        obs = normalized(raw_obs)
+        dist = model.distribution(params, obs)
+        raw = model.sample(dist, generators)
+        buf.obs[t] = obs.reshape(pods * n, obs_dim)
+        buf.unit_actions[t] = raw.reshape(pods * n, action_dim)
+        if buf.entity_log_probs is None:
+            buf.log_probs[t] = dist.log_prob(raw).reshape(pods * n)
+        else:
+            components = dist.log_prob_components(raw)
+            buf.log_probs[t] = components.sum(dim=-1).reshape(pods * n)
+            buf.entity_log_probs[t] = components[..., action_globals:].reshape(pods * n, entities)
+        unit = dist.squash(raw).reshape(pods * n, action_dim)
+        actions = unit if (low, high) == (0.0, 1.0) else low + (high - low) * unit
+        raw_obs, reward, terminated, truncated, info = env.step(actions)
+        if buf.entity_advantages is not None:
+            terms = entity_terms(dist, raw, info, action_globals)
+            buf.entity_advantages[t] = terms.reshape(pods * n, entities)
+        buf.rewards[t] = reward
+        buf.terminated[t] = terminated
+        buf.truncated[t] = truncated
+        buf.final_obs[t] = normalized(info["final_obs"]).reshape(pods * n, obs_dim)
+        ended = (terminated | truncated).to(reward.dtype).view(pods, n)
+        episode_return += reward.view(pods, n)
+        finished_return_sum += (episode_return * ended).sum(1)
+        finished_count += ended.sum(1)
+        episode_return *= 1.0 - ended
+    stack.scatter()
+    for agent, env_p, rows in zip(agents, envs, raw_obs.view(pods, n, obs_dim), strict=True):
+        agent.end_collection(env_p, rows)
+
+    def per_pod(x: torch.Tensor) -> torch.Tensor:
+        """``(T, P * N, ...)`` -> ``(P, T * N, ...)``: each pod's rows in its own round's order."""
+        return x.view(steps, pods, n, *x.shape[2:]).transpose(0, 1).reshape(pods, steps * n, *x.shape[2:])
+
+    def per_step(x: torch.Tensor) -> torch.Tensor:
+        """``(P, T * N)`` -> ``(T, P * N)``."""
+        return x.view(pods, steps, n).transpose(0, 1).reshape(steps, pods * n)
+
+    # Critic values of the whole rollout in a few large batched calls, as each pod's round does.
+    chunks = per_pod(buf.obs).tensor_split(cfg.num_minibatches, dim=1)
+    buf.values.copy_(per_step(torch.cat([model.value(params, chunk) for chunk in chunks], dim=1)))
+    mean_reward = buf.rewards.view(steps, pods, n).mean(dim=(0, 2))
+    gamma = hyper_column(agents, "gamma", device).repeat_interleave(n)  # (P * N,)
+    lam = hyper_column(agents, "gae_lambda", device).repeat_interleave(n)
+    cut = buf.truncated & ~buf.terminated
+    final_values = torch.zeros_like(buf.rewards)
+    for t in cut.any(dim=1).nonzero().flatten().tolist():  # one host sync: the (rare) truncating steps
+        values_t = model.value(params, buf.final_obs[t].view(pods, n, obs_dim)).reshape(pods * n)
+        final_values[t] = torch.where(cut[t], values_t, final_values[t])
+    buf.rewards.copy_(bootstrap_truncated(buf.rewards, buf.truncated, buf.terminated, final_values, gamma))
+    last_values = model.value(params, normalized(raw_obs)).reshape(pods * n)
+    advantages, returns = compute_gae(
+        buf.rewards, buf.values, buf.terminated | buf.truncated, last_values, gamma, lam
+    )
+    entity_advantages = None
+    if buf.entity_advantages is not None:
+        entity_advantages = with_future(buf.entity_advantages, advantages, buf.rewards, buf.values)
+    if normalize:
+        count = torch.tensor(float(steps * n), dtype=torch.float64, device=device)
+        for agent, total, total_sq in zip(agents, obs_sum, obs_sumsq, strict=True):
+            agent.obs_stats.merge(total, total_sq, count)
+    metrics = {
+        "mean_reward": mean_reward,
+        "episodes_finished": finished_count,
+        "mean_episode_return": finished_return_sum / finished_count.clamp_min(1.0),
+    }
+    rollouts: list[Rollout | None] = []
+    for index, agent in enumerate(agents):
+        cols = slice(index * n, (index + 1) * n)
+        wanted = agent.config.h_term_coef > 0.0
+        rollouts.append(pod_rollout(buf, advantages, returns, cols) if wanted else None)
+    batch = PodBatch(
+        obs=per_pod(buf.obs),
+        unit_actions=per_pod(buf.unit_actions),
+        log_probs=per_pod(buf.log_probs),
+        values=per_pod(buf.values),
+        advantages=per_pod(advantages),
+        returns=per_pod(returns),
+        entity_log_probs=None if buf.entity_log_probs is None else per_pod(buf.entity_log_probs),
+        entity_advantages=None if entity_advantages is None else per_pod(entity_advantages),
+    )
+    return batch, metrics, rollouts
+
+
+def pod_rollout(buf: Rollout, advantages: torch.Tensor, returns: torch.Tensor, cols: slice) -> Rollout:
+    """One pod's ``(T, N, ...)`` rollout: columns ``cols`` of the population's (views, no copy)."""
+    return Rollout(
+        obs=buf.obs[:, cols],
+        unit_actions=buf.unit_actions[:, cols],
+        log_probs=buf.log_probs[:, cols],
+        values=buf.values[:, cols],
+        rewards=buf.rewards[:, cols],
+        terminated=buf.terminated[:, cols],
+        truncated=buf.truncated[:, cols],
+        final_obs=buf.final_obs[:, cols],
+        advantages=advantages[:, cols],
+        returns=returns[:, cols],
+    )

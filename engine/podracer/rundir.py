@@ -1,0 +1,240 @@
+"""A tournament's run directory held open: its lock, its state, its files, a new run or a resumed one.
+
+:meth:`RunDirectory.create` starts a run in an empty or missing folder; :meth:`RunDirectory.open`
+reopens one (also after the process was killed). Either takes the folder's OS lock first
+(:class:`~podracer.runfiles.RunLock`) and releases it again if anything fails; the lock is then held
+until :meth:`RunDirectory.release`. The open directory holds what ``state.json`` stores (the
+counters, the finished flag, the tournament's random generator; the pool is the ledger's,
+:mod:`podracer.ledger`), the clock that measures the budget, and the event log. The files' layout
+and formats are in :mod:`podracer.runfiles`.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from podracer.config import TournamentConfig
+from podracer.errors import TournamentError
+from podracer.events import EventCallback, EventLog, TournamentEvent
+from podracer.leaderboard import AGENT_STATE_KEY, INDEX_NAME, Leaderboard
+from podracer.pod import config_to_record
+from podracer.runfiles import (
+    CONFIG_NAME,
+    LEADERBOARD_DIR,
+    PODS_DIR,
+    STATE_NAME,
+    Progress,
+    RunLock,
+    RunState,
+    read_config,
+    read_state,
+    write_config,
+    write_state,
+)
+from podracer.schedule import budget_fraction, budget_left
+from podracer.snapshot import SNAPSHOT_SUFFIX, TEMP_SUFFIX, fsync_directory, save_snapshot
+
+
+class RunDirectory:
+    """An open, locked run directory; use :meth:`create` or :meth:`open`.
+
+    Attributes:
+        path: the folder (absolute).
+        config: the tournament settings the run was started with.
+        leaderboard: its :class:`~podracer.leaderboard.Leaderboard`.
+        progress: the counters and history, updated by the tournament, saved by :meth:`save_state`.
+        finished: the budget was spent.
+        rng: the tournament's generator (pod seeds, donor choices, perturbations), its state saved too.
+        parked: records of the pods to restart, as ``state.json`` held them when the run was opened.
+        budget: the budget as it is spent (its clock counts wall time over resumes).
+    """
+
+    def __init__(
+        self, path: Path, config: TournamentConfig, lock: RunLock, leaderboard: Leaderboard, state: RunState
+    ) -> None:
+        """Use :meth:`create` or :meth:`open`."""
+        self.path = path
+        self.config = config
+        self.leaderboard = leaderboard
+        self.progress = state.progress
+        self.finished = state.finished
+        self.rng = np.random.default_rng()
+        self.rng.bit_generator.state = state.rng
+        self.parked = list(state.pool)
+        self.budget = BudgetClock(config, self.progress)
+        self._lock: RunLock | None = lock
+        self._events: EventLog | None = None
+        self._on_event: EventCallback | None = None
+
+    @classmethod
+    def create(cls, path: Path, config: TournamentConfig, base_agent_config: Any) -> RunDirectory:
+        """Start a run in ``path`` (created if missing): lock, ``pods/``, an empty leaderboard,
+        ``config.json``, then the first ``state.json`` (no pod yet, the generator seeded by ``config.seed``).
+
+        Raises:
+            TournamentError: ``path`` already holds a run (open it instead) or another leaderboard,
+                or is open in another tournament.
+        """
+        path = Path(path).resolve()
+        lock = RunLock(path)
+        try:
+            if (path / STATE_NAME).exists():
+                raise TournamentError(
+                    f"{path} already holds a tournament; use Tournament.resume or a new folder"
+                )
+            (path / PODS_DIR).mkdir(parents=True, exist_ok=True)
+            leaderboard = _empty_leaderboard(path / LEADERBOARD_DIR, config.leaderboard_size)
+            write_config(path, config, base_agent_config)
+            rng = np.random.default_rng(config.seed).bit_generator.state
+            directory = cls(path, config, lock, leaderboard, RunState(Progress(), False, rng, []))
+            directory.save_state([])
+        except BaseException:
+            lock.release()
+            raise
+        return directory
+
+    @classmethod
+    def open(cls, path: Path, config: TournamentConfig, base_agent_config: Any) -> RunDirectory:
+        """Reopen the run in ``path``: lock, check it was started with these settings, read its state,
+        and delete files a kill left behind (snapshots neither the leaderboard nor the state names).
+
+        Raises:
+            SnapshotError: a run file is missing, corrupt or foreign.
+            TournamentError: ``config`` or ``base_agent_config`` is not the one the run was started
+                with, or the folder is open in another tournament.
+        """
+        path = Path(path).resolve()
+        read_config(path)  # a folder that holds no run is refused before a lock file is made in it
+        lock = RunLock(path)
+        try:
+            stored, stored_base = read_config(path)
+            state = read_state(path)
+            if stored != config:
+                raise TournamentError(
+                    f"the tournament config differs from the one {path / CONFIG_NAME} was started with; "
+                    "resume with that one (Tournament.resume reads it), or start a new run"
+                )
+            if config_to_record(base_agent_config) != stored_base:
+                raise TournamentError(
+                    f"base_agent_config differs from the one {path / CONFIG_NAME} was started with "
+                    f"({stored_base.get('fields') if isinstance(stored_base, dict) else stored_base!r}); "
+                    "resume with that one, or start a new run"
+                )
+            directory = cls(path, config, lock, Leaderboard.open(path / LEADERBOARD_DIR), state)
+            directory.leaderboard.remove_unreferenced()
+            directory.remove_stale_pod_files({record["snapshot_name"] for record in state.pool})
+        except BaseException:
+            lock.release()
+            raise
+        return directory
+
+    @property
+    def is_open(self) -> bool:
+        """Whether this object still holds the folder's lock."""
+        return self._lock is not None
+
+    def release(self) -> None:
+        """Release the folder's lock (idempotent)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    # ------------------------------------------------------------------ files
+
+    @property
+    def pods_dir(self) -> Path:
+        """``pods/``: each pod's latest snapshot."""
+        return self.path / PODS_DIR
+
+    def save_state(self, pool: list[dict[str, Any]]) -> None:
+        """Write ``state.json`` atomically: the counters (wall time up to now), the finished flag, the
+        generator's state, and ``pool``, the records of the pods to restart on resume."""
+        self.progress.seconds = self.budget.elapsed()
+        write_state(self.path, RunState(self.progress, self.finished, self.rng.bit_generator.state, pool))
+
+    def save_pod_snapshot(self, pod_id: int, policy_version: int, agent_state: dict[str, Any]) -> str:
+        """Write a pod's snapshot into ``pods/``; returns its file name."""
+        payload = {AGENT_STATE_KEY: agent_state}
+        return save_snapshot(self.pods_dir, f"pod-{pod_id:06d}-v{policy_version:06d}", payload).name
+
+    def remove_stale_pod_files(self, used: set[str]) -> None:
+        """Delete the pod snapshots not named in ``used`` and temp files of interrupted writes (call
+        only after ``state.json`` stopped naming them)."""
+        folder = self.pods_dir
+        stale = [p for p in folder.glob(f"*{SNAPSHOT_SUFFIX}") if p.name not in used]
+        stale += list(folder.glob(f".*{TEMP_SUFFIX}"))
+        for path in stale:
+            path.unlink(missing_ok=True)
+        if stale:
+            fsync_directory(folder)
+
+    # ------------------------------------------------------------------ events
+
+    def open_events(self, on_event: EventCallback | None) -> None:
+        """Append events to ``events.jsonl`` (and pass them to ``on_event``) until :meth:`close_events`."""
+        self._on_event = on_event
+        self._events = EventLog(self.path)
+
+    def close_events(self) -> None:
+        """Close the event log."""
+        if self._events is not None:
+            self._events.close()
+        self._events = None
+        self._on_event = None
+
+    def emit(self, kind: str, pod_id: int | None, **data: Any) -> None:
+        """Record a :class:`~podracer.events.TournamentEvent`, stamped with the budget's clock and steps."""
+        event = TournamentEvent(kind, self.budget.elapsed(), self.progress.env_steps, pod_id, data)
+        if self._events is not None:
+            self._events.write(event)
+        if self._on_event is not None:
+            self._on_event(event)
+
+
+class BudgetClock:
+    """The budget as a run spends it: env steps from its progress, wall time summed over resumes.
+
+    Args:
+        config: the budgets.
+        progress: the run's counters (read live; ``progress.seconds`` is the time used before).
+    """
+
+    def __init__(self, config: TournamentConfig, progress: Progress) -> None:
+        """See the class docstring; the clock starts now."""
+        self._config = config
+        self._progress = progress
+        self.restart()
+
+    def restart(self) -> None:
+        """Start counting again from ``progress.seconds`` (at the start of every run)."""
+        self._started = time.perf_counter()
+        self._before = self._progress.seconds
+
+    def elapsed(self) -> float:
+        """Wall time used, seconds (summed over resumes)."""
+        return self._before + (time.perf_counter() - self._started)
+
+    def fraction(self) -> float:
+        """Spent share of the budget (:func:`budget_fraction`)."""
+        return budget_fraction(self._config, self._progress.env_steps, self.elapsed())
+
+    def left(self, rounds_in_flight: int) -> bool:
+        """Whether a round may start with ``rounds_in_flight`` running (:func:`budget_left`)."""
+        progress = self._progress
+        return budget_left(
+            self._config, progress.env_steps, progress.last_round_env_steps, rounds_in_flight, self.elapsed()
+        )
+
+
+def _empty_leaderboard(directory: Path, capacity: int) -> Leaderboard:
+    """A new board, or the empty one a constructor killed before writing ``state.json`` left."""
+    if not (directory / INDEX_NAME).exists():
+        return Leaderboard.create(directory, capacity)
+    board = Leaderboard.open(directory)
+    if board.entries or board.capacity != capacity:
+        raise TournamentError(f"{directory} holds another leaderboard; pick a new run folder")
+    return board

@@ -51,3 +51,14 @@ def test_after_fusion_the_learners_hold_identical_parameters_moments_and_statist
 def test_one_learner_builds_no_process_group() -> None:
     assert fused_agent_factory(make_agent, make_env, 1) is make_agent
     assert make_agent(TINY_PPO, 0).epoch_hook is None
+
+
+def test_a_child_fused_pod_continues_its_parents_step_count() -> None:
+    """spawn_pod sets a child's env_steps to its parent's (its learning-rate schedule continues); a
+    fused pod's count is its lead's, and the helpers take the lead's state before the next round."""
+    agent = FusedAgent(make_agent, make_env, TINY_PPO, 5, learners=2)
+    agent._sync = False
+    agent.env_steps = 4096
+    assert agent.lead.env_steps == agent.env_steps == 4096
+    assert agent._sync  # the next round sends the lead's state, count included
+    assert agent.helper_pids() == []  # no helper started by it

@@ -70,6 +70,13 @@ class FusedAgent:
         """The lead learner's env steps (each learner collects as many)."""
         return self.lead.env_steps
 
+    @env_steps.setter
+    def env_steps(self, value: int) -> None:
+        """Set the lead's count (a child continuing its parent's); the helpers follow before the next
+        round, with the lead's whole state."""
+        self.lead.env_steps = value
+        self._sync = True
+
     def train_round(self, env: TensorVectorEnv) -> RoundStats:
         """One round of every learner (the lead on ``env``), fused after every epoch.
 

@@ -20,6 +20,23 @@ TARGET_LOGIT_SCALE = 2.0
 """Standard deviation of the target's logits: most targets fall within ``sigmoid(+-4)`` of the box."""
 
 
+def _random_phase(
+    generator: torch.Generator, seed: int | None, episode_length: int, num_envs: int
+) -> torch.Tensor:
+    """``(N,)`` random steps into each env's episode (``generator`` reseeded first when ``seed`` is set)."""
+    if seed is not None:
+        generator.manual_seed(seed)
+    return torch.randint(episode_length, (num_envs,), generator=generator, device=generator.device)
+
+
+def _tick(elapsed: torch.Tensor, episode_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(elapsed, truncated)`` after one step: episodes that reach ``episode_length`` end truncated and
+    restart at 0."""
+    elapsed = elapsed + 1
+    truncated = elapsed >= episode_length
+    return torch.where(truncated, torch.zeros_like(elapsed), elapsed), truncated
+
+
 class TargetMatchingEnv:
     """Batched contextual target matching; satisfies :class:`podracer.api.TensorVectorEnv`.
 
@@ -90,11 +107,7 @@ class TargetMatchingEnv:
 
     def reset(self, *, seed: int | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
         """Start every env at a random step of its episode; returns observations ``(N, K)`` and ``{}``."""
-        if seed is not None:
-            self._generator.manual_seed(seed)
-        self._elapsed = torch.randint(
-            self.episode_length, (self.num_envs,), generator=self._generator, device=self.device
-        )
+        self._elapsed = _random_phase(self._generator, seed, self.episode_length, self.num_envs)
         self._obs = self._draw_obs()
         return self._obs, {}
 
@@ -108,9 +121,7 @@ class TargetMatchingEnv:
             every step shows fresh features, so ``info["final_obs"]`` is the fresh draw too.
         """
         reward = self.reward(self._obs, actions)
-        self._elapsed = self._elapsed + 1
-        truncated = self._elapsed >= self.episode_length
-        self._elapsed = torch.where(truncated, torch.zeros_like(self._elapsed), self._elapsed)
+        self._elapsed, truncated = _tick(self._elapsed, self.episode_length)
         terminated = torch.zeros_like(truncated)
         self._obs = self._draw_obs()
         return self._obs, reward, terminated, truncated, {"final_obs": self._obs}
@@ -167,11 +178,7 @@ class EntityChoiceEnv:
 
     def reset(self, *, seed: int | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
         """Start every env at a random step of its episode; observations ``(N, M + 1)`` and ``{}``."""
-        if seed is not None:
-            self._generator.manual_seed(seed)
-        self._elapsed = torch.randint(
-            self.episode_length, (self.num_envs,), generator=self._generator, device=self.device
-        )
+        self._elapsed = _random_phase(self._generator, seed, self.episode_length, self.num_envs)
         self._obs = self._draw_obs()
         return self._obs, {}
 
@@ -189,9 +196,7 @@ class EntityChoiceEnv:
         eps = torch.randn(self.num_envs, self.num_entities, generator=self._generator, device=self.device)
         outcomes = self.edge * self._obs[:, : self.num_entities] + self.noise * eps
         reward = (weights[:, 1:] * outcomes).sum(dim=1)
-        self._elapsed = self._elapsed + 1
-        truncated = self._elapsed >= self.episode_length
-        self._elapsed = torch.where(truncated, torch.zeros_like(self._elapsed), self._elapsed)
+        self._elapsed, truncated = _tick(self._elapsed, self.episode_length)
         self._obs = self._draw_obs()
         info = {"final_obs": self._obs, "entity_outcomes": outcomes}
         return self._obs, reward, torch.zeros_like(truncated), truncated, info

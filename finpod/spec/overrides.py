@@ -30,6 +30,11 @@ def parse_assignment(text: str) -> tuple[list[str], Any]:
     try:
         value = tomllib.loads(f"value = {raw.strip()}")["value"]
     except tomllib.TOMLDecodeError:
+        if raw.strip()[:1] in ("{", "["):
+            raise SpecError(
+                f"--set {text!r}: {raw.strip()} is not a TOML table or array; fix: write TOML, e.g. "
+                "--set 'tournament.perturb_bounds={gamma = [0.9, 0.999]}' (key = value, not JSON)"
+            ) from None
         value = raw.strip()
     return path, value
 

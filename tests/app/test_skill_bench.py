@@ -50,6 +50,10 @@ def test_defaults_leave_training_to_finpod_and_set_overrides_every_spec() -> Non
     assert changed.agent["learning_rate"] == 1e-3
     with pytest.raises(SpecError, match="--set"):
         bench_spec(case, seed=0, hyper="good", overrides=["tournament.pool_size=0"])
+    table = bench_spec(case, 0, "good", overrides=["tournament.perturb_bounds={gamma = [0.9, 0.999]}"])
+    assert table.tournament.perturb_bounds["gamma"] == (0.9, 0.999)  # merged into the table's others
+    with pytest.raises(SpecError, match=r"not a TOML table or array; fix: write TOML"):
+        bench_spec(case, 0, "good", overrides=['tournament.perturb_bounds={"gamma": [0.9, 0.999]}'])
 
 
 def test_a_seed_records_oracle_fit_linear_share_and_a_learning_curve() -> None:

@@ -176,7 +176,13 @@ def run_train_bench(
         torch.cuda.reset_peak_memory_stats(device)
     panel = random_walk_panel(num_sessions, num_assets, num_features, seed)
     env = TradingEnv(
-        panel, "train", EnvConfig(horizon_bars=BARS_PER_SESSION), num_envs, seed=seed, device=device
+        panel,
+        "train",
+        EnvConfig(horizon_bars=BARS_PER_SESSION),
+        num_envs,
+        seed=seed,
+        device=device,
+        entity_info=config.advantages == "entity",
     )
     agent = PPOAgent(
         env.obs_dim, env.action_dim, env.action_low, env.action_high, config, device, seed, layout=env.layout

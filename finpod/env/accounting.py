@@ -83,15 +83,17 @@ def execute_orders(
     buy_limit_shares: torch.Tensor,
     sell_limit_shares: torch.Tensor,
     config: EnvConfig,
+    orders_within_holdings: bool = False,
 ) -> Fills:
     """Fill signed share orders under the step's limits, sells first, buys scaled down to the cash.
 
-    Order of operations: never sell more than held; clamp each order to ``[-sell_limit, buy_limit]``
-    (volume cap; an untradable asset's buy limit is 0, so it is never bought); round toward zero to
-    whole shares when ``config.whole_shares``; execute the sells at ``p (1 - half_spread)`` less the
-    fee; scale every buy of the env by one factor ``k <= 1`` so that buys at ``p (1 + half_spread)``
-    plus the fee fit in the cash (whole shares: rounded down after scaling). Cash, shares, costs are
-    then exact functions of the executed quantities; cash is clamped at 0 to absorb rounding.
+    Order of operations: never sell more than held (skipped when the caller vouches for it); clamp
+    each order to ``[-sell_limit, buy_limit]`` (volume cap; an untradable asset's buy limit is 0, so
+    it is never bought); round toward zero to whole shares when ``config.whole_shares``; execute the
+    sells at ``p (1 - half_spread)`` less the fee; scale every buy of the env by one factor ``k <= 1``
+    so that buys at ``p (1 + half_spread)`` plus the fee fit in the cash (whole shares: rounded down
+    after scaling). Cash, shares, costs are then exact functions of the executed quantities; cash is
+    clamped at 0 to absorb rounding.
     All tensors share one floating dtype (float64 in the env: :data:`~finpod.env.state.MONEY_DTYPE`).
 
     Each ``(N, M)`` pass writes a buffer this function allocated itself (three in all: the sells,
@@ -107,6 +109,9 @@ def execute_orders(
         buy_limit_shares: ``(N, M)`` most shares each asset may be bought this step (>= 0).
         sell_limit_shares: ``(N, M)`` most shares each asset may be sold this step (>= 0).
         config: fee rate, half-spread and whole-share setting.
+        orders_within_holdings: the caller guarantees ``orders >= -shares`` (as
+            :func:`weights_to_orders` does), so the clamp at the holdings is skipped (one ``(N, M)``
+            pass less). A broker's orders never come with this guarantee.
 
     Returns:
         The :class:`Fills` of the step.
@@ -114,7 +119,10 @@ def execute_orders(
     half_spread = config.half_spread_fraction
     fee_rate = config.fee_rate
     zero = orders.new_zeros(())
-    scratch = torch.minimum(shares, sell_limit_shares).neg_()
+    if orders_within_holdings:
+        scratch = sell_limit_shares.neg()
+    else:
+        scratch = torch.minimum(shares, sell_limit_shares).neg_()
     sells = torch.clamp(orders, min=scratch, max=zero)
     buys = torch.clamp(orders, min=zero, max=buy_limit_shares)
     if config.whole_shares:

@@ -147,6 +147,7 @@ def settle(
         buy_limit_shares=bar[:, BUY_CAP_ROW],
         sell_limit_shares=bar[:, SELL_CAP_ROW],
         config=config,
+        orders_within_holdings=config.action_mode == "weights",
     )
     holdings_usd = fills.shares * bar[:, CLOSE_ROW]
     new_equity_usd = fills.cash_usd + holdings_usd.sum(dim=1)

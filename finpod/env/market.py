@@ -36,6 +36,9 @@ class Market(NamedTuple):
         equal_weight_log_return: float32 ``(T,)``, ``log(mean_m close[t, m] / close[t - 1, m])`` over
             all ``M`` assets (0 at ``t = 0``): the equal-weight basket's close-to-close log return,
             subtracted by the ``excess_log_return`` reward.
+        fill_to_close_return: float32 ``(T, M)``, ``close / fill - 1`` per bar and asset (0 where the
+            fill price is not positive): what a unit weight bought at the bar's fill earns by its
+            close, the action-free outcome of :mod:`finpod.env.entity_outcomes`.
         first_bar: first bar index of the segment.
         last_bar: last bar index of the segment (inclusive): no episode steps past it.
         horizon_bars: steps per episode before the segment end cuts it.
@@ -45,6 +48,7 @@ class Market(NamedTuple):
     bars: torch.Tensor
     obs_template: torch.Tensor
     equal_weight_log_return: torch.Tensor
+    fill_to_close_return: torch.Tensor
     first_bar: int
     last_bar: int
     horizon_bars: int
@@ -87,11 +91,12 @@ def build_market(panel: Panel, segment: str, config: EnvConfig, device: torch.de
     horizon = min(config.horizon_bars, segment_bars - 1)
     num_starts = segment_bars - horizon if config.random_start else 1
 
-    bars, template, equal_weight = _shared_tables(panel, config, device)
+    bars, template, equal_weight, fill_to_close = _shared_tables(panel, config, device)
     return Market(
         bars=bars,
         obs_template=template,
         equal_weight_log_return=equal_weight,
+        fill_to_close_return=fill_to_close,
         first_bar=start,
         last_bar=stop - 1,
         horizon_bars=horizon,
@@ -100,14 +105,16 @@ def build_market(panel: Panel, segment: str, config: EnvConfig, device: torch.de
 
 
 _TableKey = tuple[int, str, float, str]
-_Tables = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+_Tables = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+NUM_TABLES = 4
+"""The leading fields of :class:`Market` that are shared tables (the rest are the segment's ints)."""
 _TABLES: dict[_TableKey, _Tables] = {}
 """Market tables by (panel id, fill mode, max participation, device); dropped with their panel."""
 
 
 def _shared_tables(panel: Panel, config: EnvConfig, device: torch.device) -> _Tables:
-    """The ``bars`` ``(T, 4, M)``, ``obs_template`` ``(T, D)`` and ``equal_weight_log_return`` ``(T,)``
-    tables of ``panel``, built once."""
+    """The ``bars`` ``(T, 4, M)``, ``obs_template`` ``(T, D)``, ``equal_weight_log_return`` ``(T,)``
+    and ``fill_to_close_return`` ``(T, M)`` tables of ``panel``, built once."""
     key = (id(panel), config.fill, config.max_participation, str(device))
     if key not in _TABLES:
         _TABLES[key] = _build_tables(panel, config, device)
@@ -130,11 +137,11 @@ def _build_tables(panel: Panel, config: EnvConfig, device: torch.device) -> _Tab
     close = panel.close.to(device=device, dtype=torch.float64)
     equal_weight = torch.zeros(close.shape[0], dtype=torch.float64, device=device)
     equal_weight[1:] = torch.log((close[1:] / close[:-1]).mean(dim=1))
-    return (
-        bars.to(device=device, dtype=torch.float32).contiguous(),
-        template,
-        equal_weight.to(torch.float32),
-    )
+    bars = bars.to(device=device, dtype=torch.float32).contiguous()
+    fill_price, close_price = bars[:, FILL_ROW], bars[:, CLOSE_ROW]
+    priced = fill_price > 0.0
+    fill_to_close = torch.where(priced, close_price / torch.where(priced, fill_price, 1.0) - 1.0, 0.0)
+    return bars, template, equal_weight.to(torch.float32), fill_to_close.contiguous()
 
 
 def session_progress(session_ids: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ from finpod.data.panel import Panel
 from finpod.env import dynamics
 from finpod.env.config import EnvConfig
 from finpod.env.entity_outcomes import entity_outcomes
-from finpod.env.market import Market, build_market
+from finpod.env.market import NUM_TABLES, Market, build_market
 from finpod.env.shape import EnvShape
 from finpod.env.state import KEY_BITS, EnvState, initial_state, restart_where
 from finpod.errors import SpecError
@@ -70,6 +70,10 @@ class TradingEnv:
             limits, fills, costs, valuation, reward) with ``torch.compile`` (inductor's C++ on CPU,
             Triton on GPU); the row gathers stay eager, which inductor does not speed up. The first
             step pays the compile time (seconds).
+        entity_info: in ``weights`` mode, report each asset's outcome and trade cost in the step's
+            info (``entity_outcomes``, ``entity_costs``: :mod:`finpod.env.entity_outcomes`), for an
+            agent with per-asset advantages. Off by default: they cost about a tenth of a step at
+            ``N = 1024, M = 100`` on a CPU, and a validation or backtest pass never reads them.
     """
 
     def __init__(
@@ -81,11 +85,13 @@ class TradingEnv:
         seed: int,
         device: torch.device | str | None = None,
         compile_step: bool = False,
+        entity_info: bool = False,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise SpecError(f"env num_envs must be a whole number >= 1, got {num_envs!r}")
         self.device = torch.device(device) if device is not None else panel.device
         self.config = config
+        self.entity_info = entity_info and config.action_mode == "weights"
         self.market: Market = build_market(panel, segment, config, self.device)
         self.num_envs = num_envs
         self.num_assets = panel.num_assets
@@ -237,8 +243,8 @@ class TradingEnv:
             ``(obs (N, D), reward (N,), terminated (N,), truncated (N,), info)``; info holds
             ``final_obs`` ``(N, D)``, ``equity_usd``, ``cash_usd``, ``cost_usd``, ``traded_usd``,
             ``bar_index`` (``(N,)``) and ``shares`` ``(N, M)``, all of the step before any reset;
-            in ``weights`` mode also ``entity_outcomes`` and ``entity_costs`` ``(N, M)``
-            (:mod:`finpod.env.entity_outcomes`).
+            with ``entity_info`` (``weights`` mode) also ``entity_outcomes`` and ``entity_costs``
+            ``(N, M)`` (:mod:`finpod.env.entity_outcomes`).
         """
         if actions.shape != (self.num_envs, self.action_dim):
             raise SpecError(
@@ -258,9 +264,9 @@ class TradingEnv:
             "traded_usd": out.traded_usd,
             "bar_index": out.bar_index,
         }
-        if self.config.action_mode == "weights":
+        if self.entity_info:
             info |= entity_outcomes(
-                self.config, self.market, before.cash_usd, before.shares, out.shares, out.bar_index
+                self.config, self.market, before.equity_usd, before.shares, out.shares, out.bar_index
             )
         return out.obs, out.reward, out.terminated, out.truncated, info
 
@@ -303,10 +309,13 @@ def _same_market(reference: TradingEnv, member: TensorVectorEnv) -> TradingEnv:
     if not isinstance(member, TradingEnv):
         raise SpecError(f"only TradingEnvs stack with a TradingEnv, got {type(member).__name__}")
     ours, theirs = reference.market, member.market
-    same_tables = all(a is b for a, b in zip(ours[:3], theirs[:3], strict=True))
-    if not (same_tables and ours[3:] == theirs[3:] and member.config == reference.config):
+    same_tables = all(a is b for a, b in zip(ours[:NUM_TABLES], theirs[:NUM_TABLES], strict=True))
+    same_segment = ours[NUM_TABLES:] == theirs[NUM_TABLES:]
+    same_settings = member.config == reference.config and member.entity_info == reference.entity_info
+    if not (same_tables and same_segment and same_settings):
         raise SpecError(
-            "TradingEnvs stack only when they trade one market segment with one EnvConfig; "
+            "TradingEnvs stack only when they trade one market segment with one EnvConfig (and "
+            "entity_info setting); "
             "build every pod's env from the same panel, segment and config"
         )
     return member

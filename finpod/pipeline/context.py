@@ -28,6 +28,8 @@ class RunContext:
         train_config: env settings of training episodes (random starts, ``horizon_bars`` long).
         eval_config: env settings of one pass over a segment (validation, backtest, paper trading).
         agent_factory: ``(PPOConfig, seed) -> PPOAgent`` sized for :attr:`shape`, on :attr:`device`.
+        entity_info: whether training envs report per-asset outcomes and costs (the agent's
+            advantages are per asset; a structure field, the same for every pod).
     """
 
     spec: Spec
@@ -36,6 +38,7 @@ class RunContext:
     train_config: EnvConfig
     eval_config: EnvConfig
     agent_factory: AgentFactory
+    entity_info: bool
 
     @classmethod
     def of(cls, spec: Spec, panel: Panel, device: torch.device) -> RunContext:
@@ -48,9 +51,18 @@ class RunContext:
             train_config=spec.env_config(random_start=True),
             eval_config=spec.env_config(random_start=False),
             agent_factory=agent_factory(shape, device),
+            entity_info=spec.agent_config().advantages == "entity",
         )
 
     def train_env(self, panel: Panel, seed: int) -> TradingEnv:
         """A pod's training envs: ``env.num_envs`` episodes with random starts in ``panel``'s train
         segment, their start bars drawn from ``seed``."""
-        return TradingEnv(panel, TRAIN_SEGMENT, self.train_config, self.spec.env.num_envs, seed, self.device)
+        return TradingEnv(
+            panel,
+            TRAIN_SEGMENT,
+            self.train_config,
+            self.spec.env.num_envs,
+            seed,
+            self.device,
+            entity_info=self.entity_info,
+        )

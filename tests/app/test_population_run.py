@@ -67,7 +67,9 @@ def test_score_many_equals_each_policy_scored_alone(tmp_path: Path) -> None:
     spec = tiny_spec(dataset)
     panel = _panel(spec, dataset)
     device = torch.device("cpu")
-    probe = TradingEnv(panel, TRAIN_SEGMENT, spec.env_config(random_start=True), 4, 0, device)
+    probe = TradingEnv(
+        panel, TRAIN_SEGMENT, spec.env_config(random_start=True), 4, 0, device, entity_info=True
+    )
     make = agent_factory(probe.shape, device)
     agents = [make(spec.agent_config(), seed) for seed in range(3)]
     for index, agent in enumerate(agents):  # different weights and statistics per pod

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from env.panels import random_panel
 from env.rollout import Case, cases, rollout
 from finpod.env import EnvConfig, TradingEnv
-from finpod.env.accounting import weights_to_orders
+from finpod.env.accounting import execute_orders, weights_to_orders
 
 STEPS = 12
 WEIGHT_SLACK = 1e-5
@@ -94,3 +94,31 @@ def test_zero_band_orders_are_bit_identical_to_the_unbanded_formula(
     orders = weights_to_orders(actions, cash_usd, shares, fill_price, rebalance_band=0.0)
     assert torch.equal(orders, unbanded)
     assert torch.equal(orders.signbit(), unbanded.signbit())
+
+
+@settings(max_examples=25, deadline=None)
+@given(band=st.sampled_from([0.0, 0.02]), seed=st.integers(0, 10_000), whole=st.booleans())
+def test_weight_orders_never_sell_more_than_held_so_skipping_that_clamp_changes_nothing(
+    band: float, seed: int, whole: bool
+) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    num_envs = 16
+    shares = torch.rand(num_envs, NUM_ASSETS, generator=generator, dtype=torch.float64) * 50.0
+    shares[:, 0] = 0.0
+    cash = torch.rand(num_envs, generator=generator, dtype=torch.float64) * 1e4
+    fill = 10.0 + torch.rand(num_envs, NUM_ASSETS, generator=generator, dtype=torch.float64) * 90.0
+    actions = torch.rand(num_envs, NUM_ASSETS + 1, generator=generator)
+    actions[:, 1] = 0.0  # sell a whole position
+    buy_limit = torch.rand(num_envs, NUM_ASSETS, generator=generator, dtype=torch.float64) * 40.0
+    sell_limit = torch.rand(num_envs, NUM_ASSETS, generator=generator, dtype=torch.float64) * 80.0
+    config = EnvConfig(rebalance_band=band, whole_shares=whole, half_spread_bps=2.0)
+    orders = weights_to_orders(actions, cash, shares, fill, band)
+    assert bool((orders >= -shares).all())
+    checked, skipped = (
+        execute_orders(
+            orders, cash, shares, fill, buy_limit, sell_limit, config, orders_within_holdings=vouched
+        )
+        for vouched in (False, True)
+    )
+    for field in checked._fields:
+        assert torch.equal(getattr(checked, field), getattr(skipped, field)), field

@@ -18,7 +18,7 @@ NUM_ENVS = 8
 def _first_step(config: EnvConfig, actions: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Reward and info of the first step (all cash before it) of a fresh env, same start bars each call."""
     panel = random_panel(200, NUM_ASSETS, 3, seed=4, untradable_fraction=0.0)
-    env = TradingEnv(panel, "train", config, NUM_ENVS, seed=11)
+    env = TradingEnv(panel, "train", config, NUM_ENVS, seed=11, entity_info=True)
     env.reset(seed=5)
     _, reward, _, _, info = env.step(actions)
     return reward, info
@@ -75,3 +75,14 @@ def test_costs_are_zero_without_a_trade_and_share_delta_mode_reports_no_outcomes
         dataclasses.replace(config, action_mode="share_delta"), torch.zeros(NUM_ENVS, NUM_ASSETS)
     )
     assert "entity_outcomes" not in delta_info
+
+
+def test_entity_info_is_reported_only_when_asked_for() -> None:
+    panel = random_panel(200, NUM_ASSETS, 3, seed=4, untradable_fraction=0.0)
+    actions = _weights(0)
+    for asked in (False, True):
+        env = TradingEnv(panel, "train", EnvConfig(), NUM_ENVS, seed=11, entity_info=asked)
+        env.reset(seed=5)
+        _, _, _, _, info = env.step(actions)
+        assert ("entity_outcomes" in info) is asked
+        assert ("entity_costs" in info) is asked

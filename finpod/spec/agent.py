@@ -36,6 +36,15 @@ gamma 0.99, 16 minibatches), so a spec silent on ``[agent]`` learns in minutes o
 Chosen on the bench's tuning seeds only (``finpod bench skill --first-seed 100``; the reported
 seeds are 0-4). ``policy = "mlp"`` and every other PPOConfig value still work."""
 
+INTRADAY_AGENT_DEFAULTS: dict[str, Any] = {"gamma": 0.99}
+"""What a spec of minute bars (``frequency = "1min"``) gets over :data:`AGENT_DEFAULTS`: gamma 0.99,
+a horizon of about 100 bars. A myopic agent (gamma 0) sees a purchase's full cost in one bar's
+reward but only one minute of the position's return: on the skill bench's minute20 case (0.2 % fee,
+1 % band) it stayed in cash or churned (best - equal weight -0.17, +0.03, -1.91 Sharpe on seeds 0-2),
+and with gamma 0.99 searched in [0.9, 0.999] it tracked equal weight (+0.03, +0.01, -0.11);
+BENCHMARKS.md "Per-asset advantages". The tournament's gamma search moves with it
+(:data:`finpod.spec.sections.INTRADAY_TOURNAMENT_DEFAULTS`)."""
+
 JOINT_ONLY_FIX = "set agent.advantages = 'joint' (or policy 'cross_sectional' with env.action_mode 'weights')"
 
 FIXES: dict[str, str] = {
@@ -46,22 +55,31 @@ FIXES: dict[str, str] = {
 """The fix a one-line error suggests for fields whose valid values need more than the range."""
 
 
-def agent_defaults(agent: Mapping[str, Any], action_mode: str = "weights") -> dict[str, Any]:
+def agent_defaults(
+    agent: Mapping[str, Any], action_mode: str = "weights", frequency: str = "1d"
+) -> dict[str, Any]:
     """:data:`AGENT_DEFAULTS` for an ``[agent]`` table: per-asset advantages only where they apply (the
-    cross-sectional policy trading target weights), else ``advantages = "joint"``."""
-    policy = agent.get("policy", AGENT_DEFAULTS["policy"])
+    cross-sectional policy trading target weights), else ``advantages = "joint"``; on minute bars
+    (``frequency = "1min"``) with :data:`INTRADAY_AGENT_DEFAULTS` over them."""
+    defaults = dict(AGENT_DEFAULTS)
+    if frequency == "1min":
+        defaults |= INTRADAY_AGENT_DEFAULTS
+    policy = agent.get("policy", defaults["policy"])
     if policy != "cross_sectional" or action_mode != "weights":
-        return {**AGENT_DEFAULTS, "advantages": "joint"}
-    return dict(AGENT_DEFAULTS)
+        defaults["advantages"] = "joint"
+    return defaults
 
 
-def ppo_config_from(agent: Mapping[str, Any], action_mode: str = "weights") -> PPOConfig:
+def ppo_config_from(
+    agent: Mapping[str, Any], action_mode: str = "weights", frequency: str = "1d"
+) -> PPOConfig:
     """``PPOConfig`` from the ``[agent]`` table over :func:`agent_defaults`, with unknown keys and bad
     values as one-line errors.
 
     Args:
         agent: the ``[agent]`` table.
         action_mode: the env's ``action_mode``; per-asset advantages need ``"weights"``.
+        frequency: the spec's bar size, ``"1d"`` or ``"1min"`` (whose defaults differ).
 
     Raises:
         ValueError: an unknown key or a value PPOConfig rejects (pydantic turns it into a SpecError).
@@ -78,7 +96,7 @@ def ppo_config_from(agent: Mapping[str, Any], action_mode: str = "weights") -> P
             f"does not report; fix: {JOINT_ONLY_FIX}"
         )
     try:
-        return PPOConfig.from_dict({**agent_defaults(agent, action_mode), **agent})
+        return PPOConfig.from_dict({**agent_defaults(agent, action_mode, frequency), **agent})
     except (TypeError, ValueError) as err:
         named = re.match(r"PPOConfig\.(\w+) (.*)", str(err))
         if named is None:

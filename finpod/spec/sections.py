@@ -44,6 +44,13 @@ there), so a spec that says nothing gets a tournament that learns within two min
   ``budget_env_steps`` and a ``budget_seconds`` it never reaches, as ``strategies/demo.toml`` does.
 """
 
+INTRADAY_TOURNAMENT_DEFAULTS: dict[str, Any] = {
+    "perturb_bounds": {"learning_rate": (1e-4, 3e-2), "gamma": (0.9, 0.999)},
+}
+"""What a spec of minute bars (``frequency = "1min"``) gets over :data:`TOURNAMENT_DEFAULTS` when its
+``[tournament]`` does not state them: gamma searched over horizons of 10 to 1,000 bars around the
+intraday agent's 0.99 (:data:`finpod.spec.agent.INTRADAY_AGENT_DEFAULTS`)."""
+
 
 def _env_default(name: str) -> Any:
     """The default of ``[env]`` setting ``name``: :class:`EnvConfig`'s (defined there, once)."""

@@ -25,7 +25,14 @@ from finpod.spec.agent import ppo_config_from
 from finpod.spec.base import Model
 from finpod.spec.merge import deep_merge, drop_none
 from finpod.spec.messages import one_line
-from finpod.spec.sections import DataSpec, EnvSpec, PaperSpec, SegmentsSpec, TournamentSpec
+from finpod.spec.sections import (
+    INTRADAY_TOURNAMENT_DEFAULTS,
+    DataSpec,
+    EnvSpec,
+    PaperSpec,
+    SegmentsSpec,
+    TournamentSpec,
+)
 from podracer.api import MIN_MINIBATCH_SIZE, PPOConfig, TournamentConfig
 
 
@@ -88,11 +95,24 @@ class Spec(Model):
         ppo_config_from(value)
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _intraday_search(cls, raw: Any) -> Any:
+        """On minute bars, a ``[tournament]`` silent on ``perturb_bounds`` searches gamma near 1
+        (:data:`~finpod.spec.sections.INTRADAY_TOURNAMENT_DEFAULTS`)."""
+        if not isinstance(raw, dict) or raw.get("frequency") != "1min":
+            return raw
+        tournament = raw.get("tournament", {})
+        if not isinstance(tournament, dict):
+            return raw
+        missing = {k: v for k, v in INTRADAY_TOURNAMENT_DEFAULTS.items() if k not in tournament}
+        return {**raw, "tournament": {**tournament, **missing}}
+
     @model_validator(mode="after")
     def _round_fills_minibatches(self) -> Spec:
         """A PPO round of ``rollout_steps x num_envs`` transitions must fill every minibatch (and the
         agent's advantages suit the env's action mode)."""
-        config = ppo_config_from(self.agent, self.env.action_mode)
+        config = ppo_config_from(self.agent, self.env.action_mode, self.frequency)
         batch = config.rollout_steps * self.env.num_envs
         if batch < MIN_MINIBATCH_SIZE * config.num_minibatches:
             most = batch // MIN_MINIBATCH_SIZE
@@ -204,7 +224,7 @@ class Spec(Model):
         re-run from anywhere.
         """
         out = self.model_dump(mode="json")
-        out["agent"] = ppo_config_from(self.agent, self.env.action_mode).to_dict()
+        out["agent"] = self.agent_config().to_dict()
         if self.data.source == "dataset":
             out["data"]["path"] = str(self.dataset_path(must_exist=False))
         return out
@@ -250,9 +270,9 @@ class Spec(Model):
         return TournamentConfig(**settings, seed=self.seed)
 
     def agent_config(self) -> PPOConfig:
-        """The ``[agent]`` table over finpod's defaults (:data:`~finpod.spec.agent.AGENT_DEFAULTS`) as
-        the PPOConfig the first pods start from."""
-        return ppo_config_from(self.agent, self.env.action_mode)
+        """The ``[agent]`` table over finpod's defaults for the spec's bar size
+        (:func:`~finpod.spec.agent.agent_defaults`) as the PPOConfig the first pods start from."""
+        return ppo_config_from(self.agent, self.env.action_mode, self.frequency)
 
     def benchmark(self) -> str | None:
         """The market ETF's ticker, or ``None`` when ``benchmark_symbol`` is empty."""

@@ -2,12 +2,14 @@
 configures (``[env]``: ``EnvConfig``, ``[tournament]``: podracer's ``TournamentConfig``, ``[agent]``:
 podracer's ``PPOConfig``) is that dataclass's default. The only exceptions are finpod's own
 defaults over the domain-free engine's, each listed once: ``TOURNAMENT_DEFAULTS`` and
-``AGENT_DEFAULTS``.
+``AGENT_DEFAULTS``, and over those the minute-bar ones, ``INTRADAY_TOURNAMENT_DEFAULTS`` and
+``INTRADAY_AGENT_DEFAULTS``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import tomllib
 from typing import Any
 
 import pytest
@@ -15,7 +17,8 @@ from pydantic import BaseModel
 
 from finpod.env.config import EnvConfig
 from finpod.spec import AGENT_DEFAULTS, EnvSpec, Spec, TournamentSpec
-from finpod.spec.sections import TOURNAMENT_DEFAULTS
+from finpod.spec.agent import INTRADAY_AGENT_DEFAULTS
+from finpod.spec.sections import INTRADAY_TOURNAMENT_DEFAULTS, TOURNAMENT_DEFAULTS
 from podracer.api import PPOConfig, TournamentConfig
 
 SECTIONS: list[tuple[type[BaseModel], type[Any], dict[str, Any], frozenset[str]]] = [
@@ -93,3 +96,31 @@ def test_a_spec_of_defaults_builds_the_dataclasses_defaults() -> None:
     )
     given = {name: getattr(tournament, name) for name in required}
     assert tournament == TournamentConfig(**{**given, **TOURNAMENT_DEFAULTS})
+
+
+def test_a_spec_of_minute_bars_gets_the_intraday_defaults_over_finpod_s() -> None:
+    daily = Spec.from_dict({"name": "daily", "frequency": "1d", "segments": SEGMENTS})
+    minute = Spec.from_dict({"name": "minute", "frequency": "1min", "segments": SEGMENTS})
+    expected_agent = {**dataclasses.asdict(daily.agent_config()), **INTRADAY_AGENT_DEFAULTS}
+    assert dataclasses.asdict(minute.agent_config()) == expected_agent
+    assert minute.resolved_dict()["agent"]["gamma"] == INTRADAY_AGENT_DEFAULTS["gamma"]
+    assert minute.tournament_config() == dataclasses.replace(
+        daily.tournament_config(), **INTRADAY_TOURNAMENT_DEFAULTS
+    )
+    assert daily.tournament_config().perturb_bounds == TOURNAMENT_DEFAULTS["perturb_bounds"]
+
+
+def test_a_minute_spec_that_states_its_search_or_gamma_keeps_them() -> None:
+    stated = Spec.from_dict(
+        {
+            "name": "minute",
+            "frequency": "1min",
+            "segments": SEGMENTS,
+            "agent": {"gamma": 0.5},
+            "tournament": {"perturb_bounds": {}},
+        }
+    )
+    assert stated.agent_config().gamma == 0.5
+    assert stated.tournament_config().perturb_bounds == {}
+    again = Spec.from_dict(tomllib.loads(stated.to_toml()))
+    assert again.spec_hash() == stated.spec_hash()

@@ -45,6 +45,12 @@ from podracer.networks import (
 
 INITIAL_SCORE_STD = 0.5
 """Initial standard deviation of every Gaussian score (exploration around the initial weights)."""
+MAX_SCORE_STD = 2.0
+"""The most a Gaussian score's standard deviation may grow to (its parameter is clamped there). At 2,
+a softmax over 100 scores already draws about two entities at random on every step; far above it
+the draws carry no signal about the scores' locations (the location's gradient shrinks like
+``1 / std``), and a pod can drift there and stay: seen on the skill bench's daily100 cases (stds of
+5 to 6e5 with near one-stock portfolios, which then won selection by luck on the validation year)."""
 
 
 class LayoutError(PodracerError, ValueError):
@@ -177,7 +183,8 @@ class CrossSectionalActorCritic(nn.Module):
         encoded, context, globals_ = self._encode(self.actor_encoder, obs)
         own_and_context = torch.cat([encoded, context.unsqueeze(1).expand_as(encoded)], dim=2)
         entity_scores = self.entity_head(own_and_context).squeeze(-1)
-        log_std = torch.cat([self.log_std[1:], self.log_std[:1].expand(self.layout.num_entities)])
+        bounded = self.log_std.clamp(max=math.log(MAX_SCORE_STD))
+        log_std = torch.cat([bounded[1:], bounded[:1].expand(self.layout.num_entities)])
         if self.global_head is None:
             return LogisticNormalDistribution(entity_scores, log_std)
         global_scores = self.global_head(torch.cat([context, globals_], dim=1))

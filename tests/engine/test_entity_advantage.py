@@ -54,16 +54,41 @@ def _share_of_best(agent: PPOAgent) -> float:
     return float((weights[:, 1:] * features).sum(dim=1).mean() / features.max(dim=1).values.mean())
 
 
-def test_a_term_is_the_draws_deviation_from_the_mode_times_the_outcome_less_the_cost() -> None:
+def test_a_term_is_the_draws_deviation_from_the_mode_times_the_centred_outcome_less_the_cost() -> None:
     loc = torch.tensor([[0.0, 1.0, -1.0]])
     dist = LogisticNormalDistribution(loc, torch.zeros(3))
     raw = torch.tensor([[0.5, 0.2, -1.0]])
     outcomes, costs = torch.tensor([[2.0, -3.0]]), torch.tensor([[0.1, 0.0]])
     terms = entity_terms(dist, raw, {ENTITY_OUTCOMES: outcomes, ENTITY_COSTS: costs}, action_globals=1)
-    expected = (torch.softmax(raw, 1) - torch.softmax(loc, 1))[:, 1:] * outcomes - costs
+    mode = torch.softmax(loc, 1)[:, 1:]
+    centred = outcomes - (mode * outcomes).sum(dim=1, keepdim=True)
+    expected = (torch.softmax(raw, 1)[:, 1:] - mode) * centred - costs
     torch.testing.assert_close(terms, expected)
     no_cost = entity_terms(dist, raw, {ENTITY_OUTCOMES: outcomes}, action_globals=1)
     torch.testing.assert_close(no_cost, expected + costs)
+
+
+@pytest.mark.parametrize("loc_spread", [0.5, 3.0])
+def test_the_terms_score_function_gradient_is_the_softmax_s_own(loc_spread: float) -> None:
+    """Per score, E[d log pi / d loc_i x term_i] is the own-draw part of the softmax's gradient,
+    m_i (1 - m_i) (o_i - m . o): d E[sum_j u_j o_j] / d loc_i = m_i (o_i - m . o) less what the other
+    scores' draws carry. Without the centring it would be m_i (1 - m_i) o_i, which pushes the
+    scores of a portfolio that earns (m . o > 0) apart with their weights: ever more concentration."""
+    generator = torch.Generator().manual_seed(0)
+    loc = torch.randn(1, 7, generator=generator) * loc_spread
+    loc[0, 0] = -3.0  # little cash: the portfolio's own outcome m . o matters
+    outcomes = torch.randn(1, 6, generator=generator) + 1.0  # a market that mostly rises
+    std, draws = 0.02, 200_000
+    dist = LogisticNormalDistribution(loc.expand(draws, -1), torch.full((7,), std).log())
+    raw = dist.sample(generator)
+    terms = entity_terms(dist, raw, {ENTITY_OUTCOMES: outcomes.expand(draws, -1)}, action_globals=1)
+    estimate = ((raw - loc)[:, 1:] / std**2 * terms).mean(dim=0)
+    mode = torch.softmax(loc, 1)[0, 1:]
+    exact = mode * (1.0 - mode) * (outcomes[0] - (mode * outcomes[0]).sum())
+    scale = float((mode * outcomes[0].abs()).max())
+    torch.testing.assert_close(estimate, exact, atol=0.03 * scale, rtol=0.0)
+    uncentred = mode * (1.0 - mode) * outcomes[0]
+    assert float((uncentred - exact).abs().max()) > 0.3 * scale  # the test can tell them apart
 
 
 def test_an_env_without_outcomes_is_refused_with_the_fix() -> None:

@@ -47,7 +47,10 @@ class EnvConfig:
             market's moves). ``E`` is equity at a bar's close (USD).
         reward_scale: dimensionless multiplier applied to the reward above (e.g. 100 turns a log
             return into percent).
-        risk_penalty: weight of the squared log return in ``"risk_penalised"`` (dimensionless, >= 0).
+        risk_penalty: weight of the squared log return in ``"risk_penalised"``, and of the squared
+            excess log return in ``"excess_log_return"`` (a tracking-error penalty against equal
+            weight: ``x - risk_penalty x x**2``); a risk aversion (dimensionless, >= 0; 0 = none),
+            the same per bar as per year. Unused by ``"log_return"`` and ``"pnl"``.
         horizon_bars: episode length in steps (bars); an episode truncates after this many steps or
             at the segment's last bar, whichever comes first.
         random_start: each env starts its episodes at a random bar of the segment (leaving room for

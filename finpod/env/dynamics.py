@@ -20,7 +20,7 @@ from finpod.env.accounting import execute_orders, share_delta_to_orders, weights
 from finpod.env.config import EnvConfig
 from finpod.env.market import BUY_CAP_ROW, CLOSE_ROW, FILL_ROW, SELL_CAP_ROW, Market
 from finpod.env.observation import fill_observation, template_rows
-from finpod.env.rewards import step_reward
+from finpod.env.rewards import excess_reward, step_reward
 from finpod.env.state import MONEY_DTYPE, EnvState, restart_where
 
 
@@ -181,7 +181,7 @@ def _trade(
     truncated = next_bar >= state.end
     reward = done.reward
     if config.reward == "excess_log_return":
-        reward = reward - config.reward_scale * market.equal_weight_log_return.index_select(0, next_bar)
+        reward = excess_reward(reward, market.equal_weight_log_return.index_select(0, next_bar), config)
     output = StepOutput(
         obs=final_obs,
         reward=reward,

@@ -6,11 +6,17 @@ the overnight move of the held book, the equal-weight basket of ``excess_log_ret
 
 * ``outcome_i = reward_scale * (close_i / fill_i - 1)``: the return of a unit weight of asset ``i``
   bought at the bar's fill price and held to its close (per unit of initial cash in ``pnl`` mode:
-  times equity / initial cash). It does not depend on the action; the market holds it as a table
+  times equity / initial cash). The market holds it as a table
   (:attr:`~finpod.env.market.Market.fill_to_close_return`), so a step only gathers it.
 * ``cost_i = reward_scale * (fee_rate + half_spread) * |shares_after_i - shares_before_i| * fill_i
   / equity``: the reward the step's trade in asset ``i`` gave up (``equity`` at the previous close,
   the reward's own denominator; the initial cash in ``pnl`` mode).
+
+With a risk penalty (``risk_penalised``, or ``excess_log_return`` with ``risk_penalty > 0``) the
+reward ``b - risk_penalty x b**2`` of the step's return ``b`` is concave in the weights, and both
+are the reward's derivatives at the step's own action: times ``1 - 2 x risk_penalty x b``
+(:func:`~finpod.env.rewards.risk_gradient_factor`). A bet that already made the portfolio's return
+far from its benchmark earns less credit for going further: the mean-variance trade-off, per asset.
 
 The env reports both in its step ``info`` (``entity_outcomes``, ``entity_costs``, float32 ``(N, M)``);
 an agent with ``advantages = "entity"`` credits each asset's score with its own term.
@@ -22,6 +28,7 @@ import torch
 
 from finpod.env.config import EnvConfig
 from finpod.env.market import FILL_ROW, Market
+from finpod.env.rewards import risk_gradient_factor
 from finpod.env.state import MONEY_DTYPE
 
 
@@ -29,6 +36,7 @@ def entity_outcomes(
     config: EnvConfig,
     market: Market,
     equity_before_usd: torch.Tensor,
+    equity_after_usd: torch.Tensor,
     shares_before: torch.Tensor,
     shares_after: torch.Tensor,
     bar_index: torch.Tensor,
@@ -39,10 +47,11 @@ def entity_outcomes(
     they are rounded to float32): a small share of a step's cost (``finpod bench env``).
 
     Args:
-        config: reward mode and scale, fee rate and half-spread.
+        config: reward mode, scale and risk penalty, fee rate and half-spread.
         market: the env's tables.
         equity_before_usd: float64 ``(N,)`` equity at the previous close (the step's reward compares
             the new equity with it).
+        equity_after_usd: float64 ``(N,)`` equity at the step's close (before any reset).
         shares_before: float64 ``(N, M)`` holdings before the trades.
         shares_after: float64 ``(N, M)`` holdings after them.
         bar_index: int64 ``(N,)`` the bar the orders filled in (the step's ``bar_index``).
@@ -55,9 +64,14 @@ def entity_outcomes(
     if config.reward == "pnl":
         costs = traded_shares.mul_(fill_price).mul_(rate / config.initial_cash_usd)
         per_unit = (equity_before_usd * (scale / config.initial_cash_usd)).to(torch.float32)
-        outcomes = outcomes * per_unit.unsqueeze(1)
-    else:
-        per_usd = equity_before_usd.clamp_min(torch.finfo(MONEY_DTYPE).tiny).reciprocal_().mul_(rate)
-        costs = traded_shares.mul_(fill_price).mul_(per_usd.to(torch.float32).unsqueeze(1))
-        outcomes = outcomes * scale
-    return {"entity_outcomes": outcomes, "entity_costs": costs}
+        return {"entity_outcomes": outcomes * per_unit.unsqueeze(1), "entity_costs": costs}
+    per_usd = equity_before_usd.clamp_min(torch.finfo(MONEY_DTYPE).tiny).reciprocal_().mul_(rate)
+    costs = traded_shares.mul_(fill_price).mul_(per_usd.to(torch.float32).unsqueeze(1))
+    base_return = torch.log(equity_after_usd / equity_before_usd).to(torch.float32)
+    if config.reward == "excess_log_return":
+        base_return = base_return - market.equal_weight_log_return.index_select(0, bar_index)
+    factor = risk_gradient_factor(base_return, config)
+    if factor is None:
+        return {"entity_outcomes": outcomes * scale, "entity_costs": costs}
+    per_row = factor.unsqueeze(1)
+    return {"entity_outcomes": outcomes.mul_(per_row * scale), "entity_costs": costs.mul_(per_row)}

@@ -20,8 +20,8 @@ def step_reward(
     Returns:
         ``(N,)`` rewards in the equities' dtype: ``log_return``: ``log(E1 / E0)``; ``pnl``: ``(E1 - E0) /
         initial_cash_usd``; ``risk_penalised``: ``r - risk_penalty x r**2`` with ``r = log(E1 / E0)``;
-        ``excess_log_return``: ``log(E1 / E0)`` here (the step subtracts the equal-weight basket's
-        return, :func:`finpod.env.dynamics.step`); each multiplied by ``reward_scale``.
+        ``excess_log_return``: ``log(E1 / E0)`` here (the step then applies :func:`excess_reward`);
+        each multiplied by ``reward_scale``.
     """
     if config.reward == "pnl":
         base = (equity_after_usd - equity_before_usd) / config.initial_cash_usd
@@ -32,3 +32,32 @@ def step_reward(
         else:
             base = log_return
     return base * config.reward_scale
+
+
+def excess_reward(
+    scaled_log_return: torch.Tensor, equal_weight_log_return: torch.Tensor, config: EnvConfig
+) -> torch.Tensor:
+    """The ``excess_log_return`` reward: ``reward_scale x (x - risk_penalty x x**2)``, with ``x`` the
+    step's log return minus the equal-weight basket's (a tracking-error penalty: ``risk_penalty`` is
+    a risk aversion per unit of squared excess return, the same in annual and per-bar units, since
+    both the mean and the variance of ``x`` add up over bars).
+
+    Args:
+        scaled_log_return: ``(N,)`` float32, ``reward_scale x log(E1 / E0)`` (:func:`step_reward`).
+        equal_weight_log_return: ``(N,)`` float32, the basket's log return over the same bar.
+        config: ``reward_scale`` and ``risk_penalty``.
+    """
+    excess = scaled_log_return - config.reward_scale * equal_weight_log_return
+    if config.risk_penalty == 0.0:
+        return excess
+    return excess - (config.risk_penalty / config.reward_scale) * excess.square()
+
+
+def risk_gradient_factor(base_return: torch.Tensor, config: EnvConfig) -> torch.Tensor | None:
+    """``1 - 2 x risk_penalty x base``: how much a reward ``base - risk_penalty x base**2`` moves per
+    unit of ``base`` at the step's own ``base`` ``(N,)`` (unscaled: the log return of
+    ``risk_penalised``, the excess log return of ``excess_log_return``); ``None`` when the reward
+    has no risk penalty (the factor is 1)."""
+    if config.risk_penalty == 0.0 or config.reward not in ("risk_penalised", "excess_log_return"):
+        return None
+    return 1.0 - (2.0 * config.risk_penalty) * base_return

@@ -266,7 +266,13 @@ class TradingEnv:
         }
         if self.entity_info:
             info |= entity_outcomes(
-                self.config, self.market, before.equity_usd, before.shares, out.shares, out.bar_index
+                self.config,
+                self.market,
+                before.equity_usd,
+                out.equity_usd,
+                before.shares,
+                out.shares,
+                out.bar_index,
             )
         return out.obs, out.reward, out.terminated, out.truncated, info
 

@@ -233,7 +233,8 @@ class EnvSpec(Model):
         _env_default("risk_penalty"),
         ge=0,
         allow_inf_nan=False,
-        description="weight of the squared-return penalty (reward = risk_penalised)",
+        description="risk aversion: weight of the squared return (reward = risk_penalised) or of the "
+        "squared excess return over equal weight (reward = excess_log_return); 0 = none",
         examples=[0.1],
     )
     horizon_bars: int = Field(

@@ -86,3 +86,30 @@ def test_entity_info_is_reported_only_when_asked_for() -> None:
         _, _, _, _, info = env.step(actions)
         assert ("entity_outcomes" in info) is asked
         assert ("entity_costs" in info) is asked
+
+
+def test_with_a_risk_penalty_the_outcomes_are_the_reward_s_slopes_at_the_step_s_action() -> None:
+    """A concave reward: the outcomes predict the reward of a nearby action to first order, and
+    far better than the unpenalised outcomes do."""
+    penalised = EnvConfig(
+        fee_rate=0.0005,
+        half_spread_bps=1.0,
+        reward="excess_log_return",
+        risk_penalty=20.0,
+        reward_scale=100.0,
+        max_participation=math.inf,
+    )
+    near = _weights(4)
+    shift = torch.randn(NUM_ENVS, NUM_ASSETS + 1, generator=torch.Generator().manual_seed(9)) * 0.01
+    far = (near + shift).clamp_min(0.0)
+    far = far / far.sum(dim=1, keepdim=True)
+    reward_near, info_near = _first_step(penalised, near)
+    reward_far, info_far = _first_step(penalised, far)
+    _, info_plain = _first_step(dataclasses.replace(penalised, risk_penalty=0.0), near)
+    moved = reward_far - reward_near
+    costs = info_far["entity_costs"].sum(dim=1) - info_near["entity_costs"].sum(dim=1)
+    predicted = ((far - near)[:, 1:] * info_near["entity_outcomes"]).sum(dim=1) - costs
+    unpenalised = ((far - near)[:, 1:] * info_plain["entity_outcomes"]).sum(dim=1) - costs
+    error = float((moved - predicted).abs().max())
+    assert error < 0.05 * float(moved.abs().max())
+    assert error < 0.5 * float((moved - unpenalised).abs().max())

@@ -157,7 +157,7 @@ def test_reward_modes(reward: str) -> None:
         equal_weight = torch.log((close[bar] / close[bar - 1]).mean(dim=1))
         expected = {
             "log_return": log_return,
-            "excess_log_return": log_return - equal_weight,
+            "excess_log_return": (log_return - equal_weight) - 3.0 * (log_return - equal_weight) ** 2,
             "pnl": (after - before) / config.initial_cash_usd,
             "risk_penalised": log_return - 3.0 * log_return**2,
         }[reward] * 10.0

@@ -59,6 +59,8 @@ class EnvBenchResult:
         torch_threads: ``torch.get_num_threads()`` during the run (CPU).
         compiled: whether the step ran through ``torch.compile``.
         cuda_graph: whether the steps ran as replays of a CUDA graph (``GRAPH_STEPS`` steps each).
+        entity_info: whether each step also reported the per-asset outcomes and costs (what an
+            agent with per-asset advantages trains on; eager and compiled steps only).
         advance_graph_replays: timed replays of the advance-only graph (no episode ended in them).
         step_graph_replays: timed replays of the graph that autoresets on every step (0 without
             ``cuda_graph``).
@@ -91,6 +93,7 @@ class EnvBenchResult:
     torch_threads: int
     compiled: bool
     cuda_graph: bool
+    entity_info: bool
     advance_graph_replays: int
     step_graph_replays: int
     env_steps_per_second: float
@@ -267,6 +270,7 @@ def run_env_bench(
     seed: int,
     cuda_graph: bool | None = None,
     bandwidth_mib: int = 256,
+    entity_info: bool = False,
 ) -> EnvBenchResult:
     """Time the batched env and the classic numpy env on the same random panel.
 
@@ -283,6 +287,8 @@ def run_env_bench(
         seed: seeds panel, starts and actions.
         cuda_graph: time replays of a CUDA graph (``None``: on a CUDA device, not on the CPU).
         bandwidth_mib: size of the buffer :func:`copy_bandwidth` copies, MiB.
+        entity_info: build the env with ``entity_info`` (per-asset outcomes and costs in every
+            step's info, :mod:`finpod.env.entity_outcomes`).
 
     Raises:
         SpecError: a count is < 1, the panel is too short for an episode, or a CUDA graph is asked
@@ -295,11 +301,24 @@ def run_env_bench(
         cuda_graph = device.type == "cuda"
     if cuda_graph and device.type != "cuda":
         raise SpecError("--cuda-graph needs --device cuda; drop it to time eager steps on the CPU")
+    if cuda_graph and entity_info:
+        raise SpecError(
+            "--entity-info times the env's own steps, which a CUDA graph does not take; add --no-cuda-graph"
+        )
     config = EnvConfig(horizon_bars=BARS_PER_SESSION)
     panel = random_walk_panel(num_sessions, num_assets, num_features, seed)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    env = TradingEnv(panel, "train", config, num_envs, seed, device=device, compile_step=compile_step)
+    env = TradingEnv(
+        panel,
+        "train",
+        config,
+        num_envs,
+        seed,
+        device=device,
+        compile_step=compile_step,
+        entity_info=entity_info,
+    )
     timing = _time_torch_env(env, steps, warmup_steps, seed, cuda_graph)
     seconds, timed_steps = timing.seconds, timing.steps
     numpy_seconds = _time_numpy_env(panel, config, numpy_steps, seed)
@@ -325,6 +344,7 @@ def run_env_bench(
         steps=timed_steps,
         torch_threads=torch.get_num_threads(),
         compiled=compile_step,
+        entity_info=entity_info,
         cuda_graph=cuda_graph,
         advance_graph_replays=timing.advance_graph_replays,
         step_graph_replays=timing.step_graph_replays,

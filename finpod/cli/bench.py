@@ -108,6 +108,11 @@ def env(
     warmup_steps: int = typer.Option(20, "--warmup-steps", help="Untimed batched steps first (CPU)."),
     numpy_steps: int = typer.Option(2000, "--numpy-steps", help="Timed steps of the classic numpy env."),
     compile_step: bool = typer.Option(False, "--compile", help="Run the step through torch.compile."),
+    entity_info: bool = typer.Option(
+        False,
+        "--entity-info",
+        help="Also report per-asset outcomes and costs each step (what per-asset advantages train on).",
+    ),
     cuda_graph: bool | None = typer.Option(
         None,
         "--cuda-graph/--no-cuda-graph",
@@ -137,12 +142,19 @@ def env(
         seed=seed,
         cuda_graph=cuda_graph,
         bandwidth_mib=bandwidth_mib,
+        entity_info=entity_info,
     )
     if as_json:
         typer.echo(json.dumps(r.to_json_dict()))
         return
     mode = " + ".join(
-        name for name, on in (("torch.compile", r.compiled), ("CUDA graph", r.cuda_graph)) if on
+        name
+        for name, on in (
+            ("torch.compile", r.compiled),
+            ("CUDA graph", r.cuda_graph),
+            ("per-asset outcomes", r.entity_info),
+        )
+        if on
     )
     typer.echo(
         f"TradingEnv ({r.device}, {mode or 'eager'}, {r.torch_threads} threads): N={r.num_envs} envs, "

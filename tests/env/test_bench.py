@@ -89,6 +89,10 @@ def test_bench_env_cli_reports_throughput_memory_and_speedup() -> None:
     assert "env steps/s" in text.stdout
     assert "speed-up" in text.stdout
     assert "of the measured copy bandwidth" in text.stdout
+    assert report["entity_info"] is False
+    asked = run_cli("bench", "env", *args, "--numpy-steps", "1", "--entity-info", "--json")
+    assert asked.exit_code == 0, asked.stderr
+    assert json.loads(asked.stdout)["entity_info"] is True
 
 
 @pytest.mark.parametrize("every_step_resets", [False, True])
@@ -131,6 +135,7 @@ def test_a_cuda_graph_on_the_cpu_is_one_line() -> None:
         (["--steps", "0"], "--steps must be >= 1"),
         (["--threads", "-1"], "--threads"),
         (["--device", "tpu"], "--device"),
+        (["--entity-info", "--cuda-graph"], "--cuda-graph"),
     ],
 )
 def test_bench_env_cli_user_errors_are_one_line(args: list[str], message: str) -> None:

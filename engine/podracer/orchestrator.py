@@ -30,6 +30,7 @@ The pieces, each in its own module; this one is the loop that ties them together
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
@@ -175,6 +176,14 @@ class Tournament:
         self.close()
 
     # ------------------------------------------------------------------ the loop
+
+    def exclude_seconds(self, seconds: float) -> None:
+        """Leave ``seconds`` of wall time out of the budget: work that a caller's callbacks did
+        during :meth:`run` and that is not the tournament's (a benchmark's own measurements in its
+        scorer), so a wall budget buys the same training with or without it."""
+        if not (math.isfinite(seconds) and seconds >= 0.0):
+            raise TournamentError(f"exclude_seconds needs a finite number of seconds >= 0, got {seconds}")
+        self._run.budget.exclude(seconds)
 
     def run(self, on_event: EventCallback | None = None) -> TournamentResult:
         """Train until the budget is spent; returns the leaderboard and its history.

@@ -218,6 +218,10 @@ class BudgetClock:
         """Wall time used, seconds (summed over resumes)."""
         return self._before + (time.perf_counter() - self._started)
 
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` (>= 0) of the wall time since the last restart out of the budget."""
+        self._before -= seconds
+
     def fraction(self) -> float:
         """Spent share of the budget (:func:`budget_fraction`)."""
         return budget_fraction(self._config, self._progress.env_steps, self.elapsed())

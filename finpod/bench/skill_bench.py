@@ -340,6 +340,8 @@ class _Problem:
     started: float = field(default_factory=time.perf_counter)
     excluded_seconds: float = 0.0
     """Wall seconds of the curve's held-out passes (not the contender's work)."""
+    on_excluded: Callable[[float], None] | None = None
+    """Told the seconds of each held-out pass (a tournament leaves them out of its wall budget)."""
     context: RunContext = field(init=False)
     """The contender's env settings, sizes and agent factory (on the selection panel)."""
 
@@ -371,7 +373,10 @@ class _Problem:
             share = share_captured(sharpe, self.oracle_sharpe, self.equal_weight_sharpe)
             steps = float(len(self.trials) * self.steps_per_score)
             self.curve.append([steps, seconds, share, sharpe - self.equal_weight_sharpe])
-            self.excluded_seconds += time.perf_counter() - start
+            spent = time.perf_counter() - start
+            self.excluded_seconds += spent
+            if self.on_excluded is not None:
+                self.on_excluded(spent)
         return score
 
     def held_out(self, policy: Policy) -> pd.Series:
@@ -436,6 +441,7 @@ def _run_tournament(problem: _Problem) -> tuple[dict[str, Policy], int]:
             make_env,
             problem.validate,
         )
+        problem.on_excluded = tournament.exclude_seconds  # the curve's passes are not training
         result = tournament.run()
         policies = select(spec, result.leaderboard, factory)
         steps = result.env_steps

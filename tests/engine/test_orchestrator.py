@@ -392,3 +392,24 @@ def test_an_agent_that_collects_no_env_steps_is_a_crash_not_an_endless_loop(tmp_
     tournament = Tournament(config, tmp_path, idle_agent, TINY_PPO, make_env, Validation())
     with pytest.raises(TournamentError, match="reported 0 env steps"):
         tournament.run()
+
+
+def test_seconds_a_scorer_leaves_out_do_not_count_against_the_wall_budget(tmp_path: Path) -> None:
+    """A benchmark's own measurements inside the scorer: with them left out, a wall budget that the
+    first round alone spends lets the run go on to its env-step budget."""
+    config = tournament_config(pool_size=1, budget_env_steps=6 * ROUND_ENV_STEPS, budget_seconds=1e-3)
+    plain = new_tournament(tmp_path / "plain", config).run()
+    assert plain.env_steps < 6 * ROUND_ENV_STEPS  # the wall budget stopped it
+
+    validation = Validation()
+    holder: list[Tournament] = []
+
+    def scorer(policy: Policy) -> float:
+        holder[0].exclude_seconds(1e6)
+        return validation(policy)
+
+    tournament = Tournament(config, tmp_path / "excluded", make_agent, TINY_PPO, make_env, scorer)
+    holder.append(tournament)
+    assert tournament.run().env_steps >= 6 * ROUND_ENV_STEPS
+    with pytest.raises(TournamentError, match="exclude_seconds"):
+        tournament.exclude_seconds(-1.0)

@@ -28,7 +28,7 @@ import torch
 
 from finpod.env.config import EnvConfig
 from finpod.env.market import FILL_ROW, Market
-from finpod.env.rewards import risk_gradient_factor
+from finpod.env.rewards import has_risk_penalty, risk_gradient_factor
 from finpod.env.state import MONEY_DTYPE
 
 
@@ -67,11 +67,10 @@ def entity_outcomes(
         return {"entity_outcomes": outcomes * per_unit.unsqueeze(1), "entity_costs": costs}
     per_usd = equity_before_usd.clamp_min(torch.finfo(MONEY_DTYPE).tiny).reciprocal_().mul_(rate)
     costs = traded_shares.mul_(fill_price).mul_(per_usd.to(torch.float32).unsqueeze(1))
+    if not has_risk_penalty(config):
+        return {"entity_outcomes": outcomes.mul_(scale), "entity_costs": costs}
     base_return = torch.log(equity_after_usd / equity_before_usd).to(torch.float32)
     if config.reward == "excess_log_return":
         base_return = base_return - market.equal_weight_log_return.index_select(0, bar_index)
-    factor = risk_gradient_factor(base_return, config)
-    if factor is None:
-        return {"entity_outcomes": outcomes * scale, "entity_costs": costs}
-    per_row = factor.unsqueeze(1)
+    per_row = risk_gradient_factor(base_return, config).unsqueeze(1)
     return {"entity_outcomes": outcomes.mul_(per_row * scale), "entity_costs": costs.mul_(per_row)}

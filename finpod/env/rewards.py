@@ -53,11 +53,13 @@ def excess_reward(
     return excess - (config.risk_penalty / config.reward_scale) * excess.square()
 
 
-def risk_gradient_factor(base_return: torch.Tensor, config: EnvConfig) -> torch.Tensor | None:
+def has_risk_penalty(config: EnvConfig) -> bool:
+    """Whether the reward is ``base - risk_penalty x base**2`` with ``risk_penalty > 0``."""
+    return config.risk_penalty > 0.0 and config.reward in ("risk_penalised", "excess_log_return")
+
+
+def risk_gradient_factor(base_return: torch.Tensor, config: EnvConfig) -> torch.Tensor:
     """``1 - 2 x risk_penalty x base``: how much a reward ``base - risk_penalty x base**2`` moves per
     unit of ``base`` at the step's own ``base`` ``(N,)`` (unscaled: the log return of
-    ``risk_penalised``, the excess log return of ``excess_log_return``); ``None`` when the reward
-    has no risk penalty (the factor is 1)."""
-    if config.risk_penalty == 0.0 or config.reward not in ("risk_penalised", "excess_log_return"):
-        return None
+    ``risk_penalised``, the excess log return of ``excess_log_return``; see :func:`has_risk_penalty`)."""
     return 1.0 - (2.0 * config.risk_penalty) * base_return

@@ -190,12 +190,16 @@ def ridge_scores(panel: Panel, feature_index: Sequence[int], coefficients: torch
         coefficients: ``(K,)`` its coefficients.
     """
     num_assets, num_features = panel.num_assets, panel.num_features
-    columns = list(feature_index)
-    beta = coefficients.to(torch.float32)
+    constants = {
+        "columns": torch.as_tensor(list(feature_index), dtype=torch.int64),
+        "beta": coefficients.float(),
+    }
 
     def scores(obs: torch.Tensor) -> torch.Tensor:
+        if constants["beta"].device != obs.device:  # once: no host copy per call (a GPU pass is graphed)
+            constants.update({name: value.to(obs.device) for name, value in constants.items()})
         cells = obs[:, : num_assets * num_features].view(-1, num_assets, num_features)
-        return cells[:, :, columns] @ beta.to(obs.device)
+        return cells.index_select(2, constants["columns"]) @ constants["beta"]
 
     return scores
 

@@ -30,8 +30,9 @@ import empyrical as ep
 import numpy as np
 import torch
 
+from finpod.backtest.policy_pass import drive_blocks
 from finpod.backtest.pyfolio_format import daily_returns
-from finpod.backtest.recorder import LedgerRecorder, backtest_config
+from finpod.backtest.recorder import RECORDED_FIELDS, LedgerRecorder, backtest_config
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
@@ -206,9 +207,8 @@ def batch_sharpes(
         env = TradingEnv(panel, segment, backtest_config(config, panel, segment), num_envs, FIT_SEED, device)
         recorder = LedgerRecorder(panel, segment, config, device, num_envs=num_envs)
         obs, _ = env.reset(seed=FIT_SEED)
-        for _ in range(1, recorder.num_bars):
-            obs, _, _, _, info = env.step(policy(obs))
-            recorder.record(info)
+        for block in drive_blocks(env, policy, obs, recorder.num_bars - 1, RECORDED_FIELDS):
+            recorder.record_rows(block)
         ledgers = recorder.ledgers()
     sharpes = []
     for ledger in ledgers:

@@ -38,7 +38,8 @@ class TournamentEvent:
         env_steps: tournament env steps used so far.
         pod_id: the pod concerned, if any.
         data: details by kind, JSON-ready: ``round_finished``: ``score``, ``smoothed_score``,
-            ``round_env_steps``, ``steps_per_s``, ``policy_version``, ``lineage_env_steps``, ``metrics``
+            ``round_env_steps``, ``steps_per_s``, ``train_seconds`` and ``eval_seconds`` (the round's
+            wall time learning and scoring), ``policy_version``, ``lineage_env_steps``, ``metrics``
             (the agent's round diagnostics, e.g. PPO's losses, entropy, approximate KL, clip fraction,
             explained variance, learning rate);
             ``entry_admitted``: ``rank``, ``score``; ``pod_started``: ``origin``

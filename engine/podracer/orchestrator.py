@@ -287,6 +287,8 @@ class Tournament:
             smoothed_score=pod.smoothed_score,
             round_env_steps=result.env_steps,
             steps_per_s=steps_per_s,
+            train_seconds=result.train_seconds,
+            eval_seconds=result.eval_seconds,
             policy_version=pod.policy_version,
             lineage_env_steps=pod.env_steps,
             metrics=dict(result.metrics),

@@ -133,6 +133,7 @@ class ScoresMany(Protocol):
         Args:
             policies: ``P`` deterministic policies, each observations ``(B, D)`` -> actions ``(B, A)``.
             rows: the same ``P`` policies as one call: observations ``(P, D)`` -> actions ``(P, A)``,
-                row ``p`` by ``policies[p]`` (to float32 rounding).
+                row ``p`` by ``policies[p]`` (to float32 rounding); or, for ``B`` rows a policy,
+                ``(P B, D)`` -> ``(P B, A)``, rows ``p B .. (p + 1) B - 1`` by ``policies[p]``.
         """
         ...

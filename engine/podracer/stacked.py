@@ -203,16 +203,19 @@ class PopulationPolicy:
 
     @torch.no_grad()
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
-        """Actions ``(P, A)`` for observations ``(P, D)`` (row ``p`` by agent ``p``)."""
-        if obs.shape[0] != self.count:
+        """Actions ``(P B, A)`` for observations ``(P B, D)``: rows ``p B .. (p + 1) B - 1`` by agent
+        ``p`` (``B = 1``: row ``p`` by agent ``p``)."""
+        if obs.shape[0] == 0 or obs.shape[0] % self.count:
             raise TournamentError(
-                f"a population policy of {self.count} agents needs {self.count} rows, got {obs.shape[0]}"
+                f"a population policy of {self.count} agents needs a multiple of {self.count} rows "
+                f"(a block per agent), got {obs.shape[0]}"
             )
-        rows = obs.to(torch.float32).unsqueeze(1)
+        rows = obs.to(torch.float32).reshape(self.count, obs.shape[0] // self.count, obs.shape[-1])
         if self._clip is not None:
             rows = RunningMeanStd.rescale(rows, self._shift, self._scale, self._clip)
         dist = self._model.distribution(self._params, rows)
-        unit = dist.squash(dist.mode()).squeeze(1)
+        unit = dist.squash(dist.mode())
+        unit = unit.reshape(obs.shape[0], unit.shape[-1])
         if (self._low, self._high) == (0.0, 1.0):
             return unit
         return self._low + (self._high - self._low) * unit

@@ -21,6 +21,7 @@ import math
 import numpy as np
 import torch
 
+from finpod.backtest.policy_pass import drive
 from finpod.backtest.threads import threads_for, torch_threads
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
@@ -115,15 +116,45 @@ def chunked_equity(
         device: where the env and policy run.
         plan: the chunks (:func:`chunk_plan`).
     """
+    return chunked_equities(panel, segment, config, policy, 1, device, plan)[0]
+
+
+def chunked_equities(
+    panel: Panel,
+    segment: str,
+    config: EnvConfig,
+    rows: Policy,
+    count: int,
+    device: torch.device,
+    plan: ChunkPlan,
+) -> list[np.ndarray]:
+    """The stitched equity curves of ``count`` policies given as ONE row-wise call, in one env pass.
+
+    The env holds ``count x K`` accounts, policy ``p``'s chunks in rows ``p K .. (p + 1) K - 1``, so
+    ``count`` scores cost the sequential steps of one (:func:`~finpod.backtest.policy_pass.drive`:
+    CUDA graphs on a GPU).
+
+    Args:
+        panel: the market.
+        segment: the segment (``plan`` must be for its length).
+        config: env settings (start and horizon are overridden).
+        rows: observations ``(count K, D)`` -> actions ``(count K, A)``, row block ``p`` by policy
+            ``p`` (e.g. :class:`podracer.population.PopulationPolicy`; one policy when ``count`` is 1).
+        count: how many policies ``rows`` holds.
+        device: where the env and policies run.
+        plan: the chunks (:func:`chunk_plan`).
+
+    Returns:
+        One float64 ``(n,)`` equity curve (USD at each bar's close) per policy, in order.
+    """
     first_bar, _ = panel.segment(segment)
     chunks = plan.num_chunks
     chunk_config = dataclasses.replace(config, random_start=False, horizon_bars=plan.steps)
-    with torch_threads(threads_for(chunks)), torch.inference_mode():
-        env = TradingEnv(panel, segment, chunk_config, chunks, CHUNKED_SEED, device)
-        obs, _ = env.reset_at(torch.as_tensor(plan.starts + first_bar, dtype=torch.int64))
-        equity = [env.equity_usd]
-        for _ in range(plan.steps):
-            obs, _, _, _, info = env.step(policy(obs))
-            equity.append(info["equity_usd"])
-        curves = torch.stack(equity).cpu().numpy()
-    return stitch(plan, curves)
+    starts = np.tile(plan.starts + first_bar, count)
+    with torch_threads(threads_for(chunks * count)), torch.inference_mode():
+        env = TradingEnv(panel, segment, chunk_config, chunks * count, CHUNKED_SEED, device)
+        obs, _ = env.reset_at(torch.as_tensor(starts, dtype=torch.int64))
+        start_equity = env.equity_usd.clone().unsqueeze(0)
+        equity = drive(env, rows, obs, plan.steps, ("equity_usd",))["equity_usd"]
+        curves = torch.cat([start_equity, equity]).cpu().numpy()
+    return [stitch(plan, curves[:, p * chunks : (p + 1) * chunks]) for p in range(count)]

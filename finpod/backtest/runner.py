@@ -13,8 +13,9 @@ import pandas as pd
 import torch
 
 from finpod.backtest.baselines import cash_ledger, equal_weight_ledger, market_ledger
+from finpod.backtest.policy_pass import drive_blocks
 from finpod.backtest.pyfolio_format import Ledger, ledger_to_result
-from finpod.backtest.recorder import LedgerRecorder, backtest_config
+from finpod.backtest.recorder import RECORDED_FIELDS, LedgerRecorder, backtest_config
 from finpod.backtest.result import BacktestResult, TraderResult
 from finpod.backtest.run_ahead import THREADS as AHEAD_THREADS
 from finpod.backtest.run_ahead import run_ahead, runs_ahead
@@ -77,7 +78,7 @@ def run_policies(
         One ledger per policy, in order; row 0 (the first bar) is all cash.
     """
     ledgers: dict[int, Ledger] = {}
-    ahead = ahead and worth_running_ahead(config)
+    ahead = ahead and worth_running_ahead(config) and device.type != "cuda"  # a GPU pass is graphed
     stepped = [index for index, policy in enumerate(policies) if not (ahead and runs_ahead(policy))]
     for index, policy in enumerate(policies):
         if index in stepped:
@@ -135,6 +136,8 @@ def step_policies(
     """
     count = len(policies)
     traders = TraderBatch(policies)
+    if device.type == "cuda":  # torch threads do not matter there, and the pass is graphed
+        return step_rows(panel, segment, config, traders, count, device)
     tuner = ThreadTuner(thread_candidates(traders, count))
 
     def act(obs: torch.Tensor) -> torch.Tensor:
@@ -176,9 +179,8 @@ def step_rows(
         )
         recorder = LedgerRecorder(panel, segment, config, device, num_envs=count)
         obs, _ = env.reset(seed=BACKTEST_SEED)
-        for _ in range(1, recorder.num_bars):
-            obs, _, _, _, info = env.step(rows(obs))
-            recorder.record(info)
+        for block in drive_blocks(env, rows, obs, recorder.num_bars - 1, RECORDED_FIELDS):
+            recorder.record_rows(block)
         return recorder.ledgers()
 
 

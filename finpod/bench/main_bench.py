@@ -78,6 +78,10 @@ class MainBenchResult:
         best_backtest_sharpe: the best trader's backtest Sharpe (a sanity check, not a score).
         gpu_busy_percent: mean GPU utilisation per phase (CUDA only; empty elsewhere).
         gpu_memory_mib: peak GPU memory used per phase (CUDA only).
+        evaluation_share: of the pods' round time in training, the share spent scoring them on
+            validation (the rest is collecting and learning), from the run's events.
+        gpu_timeline: every ``nvidia-smi`` poll as ``(seconds since the run began, busy %, memory
+            MiB)`` (CUDA only), to see which stretch of a phase leaves the GPU idle.
     """
 
     shape: str
@@ -95,8 +99,10 @@ class MainBenchResult:
     peak_rss_bytes: int
     torch_threads: int
     best_backtest_sharpe: float
+    evaluation_share: float = 0.0
     gpu_busy_percent: dict[str, float] = field(default_factory=dict)
     gpu_memory_mib: dict[str, float] = field(default_factory=dict)
+    gpu_timeline: list[tuple[float, float, float]] = field(default_factory=list)
 
 
 def shape_spec(shape: str, days: int | None, overrides: Sequence[str]) -> Spec:
@@ -205,9 +211,33 @@ def per_phase(
     return busy, memory
 
 
-def run_main_bench(shape: str, spec: Spec, out: Path | None = None) -> MainBenchResult:
-    """Run ``finpod run`` on ``spec`` (a shape from :func:`shape_spec`) and measure it (see the module)."""
+def scoring_share(events_file: Path) -> float:
+    """Of the pods' round seconds in an ``events.jsonl``, the share spent scoring (``eval_seconds``)."""
+    learning = scoring = 0.0
+    with events_file.open(encoding="utf-8") as lines:
+        for line in lines:
+            event = json.loads(line)
+            if event.get("kind") == "round_finished":
+                learning += float(event["data"].get("train_seconds", 0.0))
+                scoring += float(event["data"].get("eval_seconds", 0.0))
+    total = learning + scoring
+    return scoring / total if total > 0 else 0.0
+
+
+def run_main_bench(
+    shape: str, spec: Spec, out: Path | None = None, console: Console | None = None
+) -> MainBenchResult:
+    """Run ``finpod run`` on ``spec`` (a shape from :func:`shape_spec`) and measure it (see the module).
+
+    Args:
+        shape: the shape's name (recorded in the result).
+        spec: the run's spec.
+        out: keep the run's data and report folders here (None: a temporary folder, removed after).
+        console: where the run prints its progress (None: nowhere).
+    """
     from finpod.pipeline.main import run
+
+    console = console if console is not None else Console(quiet=True)
 
     device = torch.device(spec.resolve_device())
     folder = Path(tempfile.mkdtemp(prefix="finpod-bench-main-")) if out is None else out
@@ -216,15 +246,14 @@ def run_main_bench(shape: str, spec: Spec, out: Path | None = None) -> MainBench
         started = time.perf_counter()
         if sampler is not None:
             with sampler:
-                result = run(
-                    spec, out=folder / "reports", data_root=folder / "data", console=Console(quiet=True)
-                )
+                result = run(spec, out=folder / "reports", data_root=folder / "data", console=console)
         else:
-            result = run(spec, out=folder / "reports", data_root=folder / "data", console=Console(quiet=True))
+            result = run(spec, out=folder / "reports", data_root=folder / "data", console=console)
         total = time.perf_counter() - started
         info = json.loads((result.run_dir / "run.json").read_text())
         best_sharpe = float(ep.sharpe_ratio(result.backtest.traders["best"].returns.to_numpy()))
         inputs = torch.load(result.run_dir / TRADER_INPUTS_FILE, weights_only=True)
+        evaluation_share = round(scoring_share(result.run_dir / "tournament" / "events.jsonl"), 3)
     finally:
         if out is None:
             shutil.rmtree(folder, ignore_errors=True)
@@ -269,8 +298,10 @@ def run_main_bench(shape: str, spec: Spec, out: Path | None = None) -> MainBench
         peak_rss_bytes=int(info["peak_rss_bytes"]),
         torch_threads=int(info["torch_threads"]["training"]),
         best_backtest_sharpe=round(best_sharpe, 3),
+        evaluation_share=evaluation_share,
         gpu_busy_percent=busy,
         gpu_memory_mib=memory,
+        gpu_timeline=[(round(t - started, 2), b, m) for t, b, m in sampler.samples] if sampler else [],
     )
 
 

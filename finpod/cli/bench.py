@@ -326,13 +326,20 @@ def main_job(
     overrides: list[str] = typer.Option(  # noqa: B008  # typer copies defaults
         [], "--set", help="Spec override SECTION.KEY=VALUE, as with finpod run (repeatable)."
     ),
+    out: Path | None = typer.Option(  # noqa: B008  # typer copies defaults
+        None, "--out", help="Keep the run's data and report folders here (default: a temporary folder)."
+    ),
+    progress: bool = typer.Option(False, "--progress", help="Show the run's progress on stderr."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """The real `finpod run` on a named shape: phase times, env steps/s vs bench train, memory."""
+    from rich.console import Console
+
     from finpod.bench import main_bench
 
     spec = main_bench.shape_spec(shape, days or None, overrides)
-    result = main_bench.run_main_bench(shape, spec)
+    console = Console(stderr=True) if progress else None
+    result = main_bench.run_main_bench(shape, spec, out=out, console=console)
     if as_json:
         typer.echo(main_bench.as_json(result))
         return
@@ -345,7 +352,8 @@ def main_job(
     typer.echo(
         f"  training: {result.env_steps:,} env steps at {result.env_steps_per_second:,.0f} env steps/s with "
         f"learning; bench train at this shape {result.train_bench_samples_per_second:,.0f} samples/s "
-        f"(ratio {result.ratio_to_train_bench:.2f})"
+        f"(ratio {result.ratio_to_train_bench:.2f}); {result.evaluation_share:.0%} of the pods' round "
+        "time scoring them on validation"
     )
     typer.echo(
         f"  peak memory {result.peak_rss_bytes / GIB:.2f} GiB; "

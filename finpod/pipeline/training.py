@@ -17,7 +17,7 @@ import empyrical as ep
 import pandas as pd
 import torch
 
-from finpod.backtest.chunked import chunk_plan, chunked_equity
+from finpod.backtest.chunked import chunk_plan, chunked_equities, chunked_equity
 from finpod.backtest.pyfolio_format import daily_returns
 from finpod.backtest.runner import run_policy, step_rows, worth_running_ahead
 from finpod.backtest.threads import torch_threads
@@ -117,14 +117,25 @@ class ValidationScore:
         )
 
     def score_many(self, policies: Sequence[Policy], rows: Policy) -> list[float]:
-        """The scores of ``policies``; ``rows``: them as one row-wise call (podracer ScoresMany)."""
+        """The scores of ``policies``; ``rows``: them as one row-wise call (podracer ScoresMany).
+
+        One env pass for all: of ``P x K`` accounts with ``K`` chunks, else of ``P`` accounts; but a
+        continuous score with a rebalance band scores each policy alone on a CPU, where a single
+        pass runs ahead (:func:`~finpod.backtest.runner.worth_running_ahead`).
+        """
         first_bar, stop = self.panel.segment(VALIDATION_SEGMENT)
-        one_pass = chunk_plan(stop - first_bar, self.chunks, self.warmup_bars).num_chunks == 1
-        if not one_pass or worth_running_ahead(self.config):
-            return [self(policy) for policy in policies]
-        ledgers = step_rows(self.panel, VALIDATION_SEGMENT, self.config, rows, len(policies), self.device)
+        plan = chunk_plan(stop - first_bar, self.chunks, self.warmup_bars)
         cash = self.config.initial_cash_usd
-        return [_sharpe(daily_returns(self.panel, first_bar, ledger.equity_usd, cash)) for ledger in ledgers]
+        if plan.num_chunks > 1:
+            curves = chunked_equities(
+                self.panel, VALIDATION_SEGMENT, self.config, rows, len(policies), self.device, plan
+            )
+        elif worth_running_ahead(self.config) and self.device.type != "cuda":
+            return [self(policy) for policy in policies]
+        else:
+            ledgers = step_rows(self.panel, VALIDATION_SEGMENT, self.config, rows, len(policies), self.device)
+            curves = [ledger.equity_usd for ledger in ledgers]
+        return [_sharpe(daily_returns(self.panel, first_bar, equity, cash)) for equity in curves]
 
 
 def _sharpe(returns: pd.Series) -> float:

@@ -28,6 +28,7 @@ def test_the_demo_shape_runs_end_to_end_and_reports_every_phase() -> None:
     )
     assert figures["num_assets"] == 20
     assert figures["peak_rss_bytes"] > 0
+    assert 0.0 < figures["evaluation_share"] < 1.0  # the pods were scored, and they learned
 
 
 def test_the_minute_shape_is_the_reference_minute_spec_on_100_synthetic_stocks() -> None:

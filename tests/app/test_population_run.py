@@ -11,6 +11,7 @@ import torch
 from tiny import tiny_bars, tiny_spec, write_tiny_dataset
 
 import finpod
+from finpod.backtest.chunked import chunk_plan
 from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv
 from finpod.pipeline.backend import resolved_backend
@@ -62,7 +63,8 @@ def _panel(spec: finpod.Spec, dataset: Path) -> Panel:
     return selection_panel(spec, bars, universe_symbols(spec, bars), "cpu")
 
 
-def test_score_many_equals_each_policy_scored_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("chunks", "warmup_bars"), [(1, 0), (4, 5)])
+def test_score_many_equals_each_policy_scored_alone(tmp_path: Path, chunks: int, warmup_bars: int) -> None:
     dataset = write_tiny_dataset(tmp_path / "data", tiny_bars(1))
     spec = tiny_spec(dataset)
     panel = _panel(spec, dataset)
@@ -75,7 +77,9 @@ def test_score_many_equals_each_policy_scored_alone(tmp_path: Path) -> None:
     for index, agent in enumerate(agents):  # different weights and statistics per pod
         for _ in range(index + 1):
             agent.train_round(probe)
-    score = ValidationScore(panel, spec.env_config(random_start=False), device)
+    score = ValidationScore(panel, spec.env_config(random_start=False), device, chunks, warmup_bars)
+    first, stop = panel.segment("validation")
+    assert chunk_plan(stop - first, chunks, warmup_bars).num_chunks == chunks  # one env of P x K accounts
     policies = [deterministic_policy(agent) for agent in agents]
     alone = [score(policy) for policy in policies]
     together = score.score_many(policies, PopulationPolicy(agents))

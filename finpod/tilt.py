@@ -30,9 +30,9 @@ import empyrical as ep
 import numpy as np
 import torch
 
-from finpod.backtest.policy_pass import drive_blocks
+from finpod.backtest.policy_pass import drive
 from finpod.backtest.pyfolio_format import daily_returns
-from finpod.backtest.recorder import RECORDED_FIELDS, LedgerRecorder, backtest_config
+from finpod.backtest.recorder import backtest_config
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
@@ -148,7 +148,9 @@ def tilt_weights(scores: torch.Tensor, current: torch.Tensor, params: torch.Tens
     z = torch.where(spread > STD_FLOOR, centred / spread.clamp_min(STD_FLOOR), 0.0)
     raw = (1.0 + tilt * z).clamp_min(0.0)
     keep_count = torch.ceil(top_fraction * num_assets).clamp(1, num_assets)
-    rank = z.argsort(dim=1, descending=True, stable=True).argsort(dim=1)
+    order = z.argsort(dim=1, descending=True, stable=True)
+    ranks = torch.arange(num_assets, device=z.device).expand_as(order)
+    rank = torch.empty_like(order).scatter_(1, order, ranks)  # the inverse permutation: no second sort
     kept = rank < keep_count
     raw = torch.where(kept, raw, 0.0)
     total = raw.sum(dim=1, keepdim=True)
@@ -203,16 +205,16 @@ def batch_sharpes(
     Env ``i`` trades row ``i`` of ``policy``'s batch (backtest mode: from the segment's first bar to
     its end, the traders' fills and costs); 0 for a flat return series.
     """
+    first_bar, stop = panel.segment(segment)
     with torch.inference_mode():
         env = TradingEnv(panel, segment, backtest_config(config, panel, segment), num_envs, FIT_SEED, device)
-        recorder = LedgerRecorder(panel, segment, config, device, num_envs=num_envs)
         obs, _ = env.reset(seed=FIT_SEED)
-        for block in drive_blocks(env, policy, obs, recorder.num_bars - 1, RECORDED_FIELDS):
-            recorder.record_rows(block)
-        ledgers = recorder.ledgers()
+        start_equity = env.equity_usd.clone().unsqueeze(0)
+        stepped = drive(env, policy, obs, stop - first_bar - 1, ("equity_usd",))["equity_usd"]
+        equity = torch.cat([start_equity, stepped]).cpu().numpy()  # (n, N): only what a Sharpe needs
     sharpes = []
-    for ledger in ledgers:
-        returns = daily_returns(panel, ledger.first_bar, ledger.equity_usd, config.initial_cash_usd)
+    for curve in equity.T:
+        returns = daily_returns(panel, first_bar, curve, config.initial_cash_usd)
         sharpe = float(ep.sharpe_ratio(returns.to_numpy()))
         sharpes.append(sharpe if math.isfinite(sharpe) else 0.0)
     return np.asarray(sharpes)

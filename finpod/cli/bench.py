@@ -339,6 +339,14 @@ def main_job(
 
     spec = main_bench.shape_spec(shape, days or None, overrides)
     console = Console(stderr=True) if progress else None
+    if progress:  # each phase's seconds as it ends, so a run cut short still says where it was
+        import logging
+
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        phases_log = logging.getLogger("finpod.pipeline.phases")
+        phases_log.addHandler(handler)
+        phases_log.setLevel(logging.INFO)
     result = main_bench.run_main_bench(shape, spec, out=out, console=console)
     if as_json:
         typer.echo(main_bench.as_json(result))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import resource
 import sys
 import time
+
+_log = logging.getLogger(__name__)
 
 PHASES: tuple[str, ...] = ("data", "train", "validate", "backtest", "report")
 """The phases of ``finpod run``, in order."""
@@ -23,6 +26,7 @@ class PhaseClock:
         """Close ``phase``: the wall time since the previous lap counts to it."""
         now = time.perf_counter()
         self.seconds[phase] = self.seconds.get(phase, 0.0) + (now - self._last)
+        _log.info("phase %s: %.2f s", phase, now - self._last)  # shown by `finpod bench main --progress`
         self._last = now
 
 

@@ -11,6 +11,9 @@ for every N and mode in one process, so torch is imported once and inductor's ca
   compiled, graph, both); one JSON line per run in ``DIR/env_sweep.jsonl``, a table last.
 * ``train_profile``: a PPO round of ``finpod bench train`` (N = 4096) split into collect and
   learn, with and without TF32 matmuls, and the profiler's tables of each.
+* ``population_profile``: where a population round of the minute shape goes (``--device``, default
+  cuda; runs on a CPU too): ``P`` pods' collect, update and chunked validation pass timed apart,
+  and the kernel launches (operator calls on a CPU) per collect step.
 * ``gather``: the observation-template row gather, float32 ``index_select`` against
   :func:`~finpod.env.observation.template_rows`, timed with CUDA events (median).
 * ``profile``: torch.profiler's table of the CUDA kernels of eager (and compiled) steps at
@@ -220,9 +223,92 @@ def train_profile(num_envs: int, rounds: int = 2) -> None:
         print(table)
 
 
+def population_profile(device: torch.device, pods: int, num_envs: int, policy: str, rounds: int = 2) -> None:
+    """Where a population round goes at the paper's minute shape: collect, update, validation pass."""
+    import dataclasses
+
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from finpod.backtest.chunked import chunk_plan, chunked_equities
+    from podracer.population_collect import collect_population
+    from podracer.population_update import update_population
+    from podracer.ppo import PPOAgent, PPOConfig
+    from podracer.stacked import PopulationPolicy, StackedModel
+
+    panel = random_walk_panel(num_sessions=40, num_assets=100, num_features=12, seed=0)
+    config = EnvConfig(horizon_bars=1950, fee_rate=0.002, half_spread_bps=1.0, rebalance_band=0.01)
+    entity = policy == "cross_sectional"
+    cfg = PPOConfig(
+        policy=policy,
+        advantages="entity" if entity else "joint",
+        hidden_sizes=(64, 64) if entity else (512, 512),
+        rollout_steps=8 if entity else 128,
+        num_minibatches=4 if entity else 16,
+    )
+    envs = [
+        TradingEnv(panel, "train", config, num_envs, seed=p, device=device, entity_info=entity)
+        for p in range(pods)
+    ]
+    agents = [
+        PPOAgent(e.obs_dim, e.action_dim, e.action_low, e.action_high, cfg, device, p, layout=e.layout)
+        for p, e in enumerate(envs)
+    ]
+    first, stop = panel.segment("train")
+    plan = chunk_plan(stop - first, 64, 390)
+    eval_config = dataclasses.replace(config, random_start=False)
+
+    def sync() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
+    steps = cfg.rollout_steps * num_envs * pods
+    for index in range(rounds + 1):  # the first round warms up
+        began = sync()
+        model = StackedModel([agent.model for agent in agents])
+        batch, _, rollouts = collect_population(agents, envs, model)
+        collected = sync()
+        update_population(agents, batch, model, rollouts)
+        learned = sync()
+        chunked_equities(panel, "train", eval_config, PopulationPolicy(agents), pods, device, plan)
+        scored = sync()
+        if index:
+            print(
+                f"population_profile {policy} P={pods} N={num_envs} on {device}: collect "
+                f"{collected - began:.3f} s, update {learned - collected:.3f} s, validation pass of "
+                f"{plan.steps} steps x {plan.num_chunks * pods} accounts {scored - learned:.3f} s; "
+                f"{steps / (learned - began):,.0f} env steps/s without scoring, "
+                f"{steps / (scored - began):,.0f} with one score a round",
+                flush=True,
+            )
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with torch_profile(activities=activities) as prof:
+        model = StackedModel([agent.model for agent in agents])
+        collect_population(agents, envs, model)
+        sync()
+    events = prof.key_averages()
+    kernels = sum(e.count for e in events if device.type == "cuda" and e.device_type.name == "CUDA")
+    operators = sum(e.count for e in events if e.key.startswith("aten::"))
+    print(
+        f"population_profile collect: {kernels / cfg.rollout_steps:,.0f} CUDA kernels and "
+        f"{operators / cfg.rollout_steps:,.0f} aten calls per step",
+        flush=True,
+    )
+    print(events.table(sort_by="self_cpu_time_total", row_limit=12))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("parts", nargs="+", choices=("check", "sweep", "profile", "train_profile", "gather"))
+    parser.add_argument(
+        "parts",
+        nargs="+",
+        choices=("check", "sweep", "profile", "train_profile", "gather", "population_profile"),
+    )
+    parser.add_argument("--device", default="cuda", help="population_profile: cuda or cpu")
+    parser.add_argument("--pods", type=int, default=4, help="population_profile: pods P")
+    parser.add_argument("--pod-envs", type=int, default=1024, help="population_profile: envs per pod")
+    parser.add_argument("--policy", default="mlp", help="population_profile: mlp or cross_sectional")
     parser.add_argument("--envs", default="1024,4096,16384", help="comma-separated N of the sweep")
     parser.add_argument("--modes", default="eager,graph,compiled,both", help="comma-separated modes")
     parser.add_argument("--steps", type=int, default=2000, help="timed steps per run")
@@ -232,7 +318,11 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     envs = [int(n) for n in args.envs.split(",")]
-    print(torch.__version__, torch.cuda.get_device_name(), flush=True)
+    print(
+        torch.__version__,
+        torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA",
+        flush=True,
+    )
     for part in args.parts:
         began = time.perf_counter()
         try:
@@ -244,6 +334,8 @@ def main() -> None:
                 gather(envs)
             elif part == "profile":
                 profile(args.profile_envs, args.profile_steps)
+            elif part == "population_profile":
+                population_profile(torch.device(args.device), args.pods, args.pod_envs, args.policy)
             else:
                 train_profile(4096)
         except Exception:

@@ -3,16 +3,7 @@
 # scripts/gpu_session.sh): `finpod bench main` on the paper's shape (minute100) with the population
 # backend, then with the thread pool (`local`), each bounded; JSON results and progress logs under $OUT.
 #   DAYS (1360), BUDGET_S (training seconds, 60), DEVICE (cuda), BACKENDS ("population local")
-set -u
-OUT=${OUT:-/tmp/gpu_out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 FINPOD_HOME=/tmp/finpod_home
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD:$PWD/engine
-else
-  export PYTHONPATH=$PWD:$PWD/engine:${PYTHONPATH:-}
-fi
+. "$(dirname "$0")/gpu_env.sh"
 PY=${PY:-python3}
 DAYS=${DAYS:-1360} BUDGET_S=${BUDGET_S:-60} DEVICE=${DEVICE:-cuda}
 nvidia-smi -L 2>/dev/null; nproc

@@ -8,14 +8,7 @@
 # pyfolio-reloaded ipython ipython_pygments_lexers traitlets alpaca-py sseclient-py websockets
 # exchange_calendars pyluach korean_lunar_calendar tzdata pytz pydantic pydantic_core annotated-types
 # typing-inspection tomli_w.
-set -u
-OUT=${OUT:-/tmp/gpu_out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 FINPOD_HOME=/tmp/finpod_home
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-fi
-export PYTHONPATH=/tmp/site:$PWD:$PWD/engine
+. "$(dirname "$0")/gpu_env.sh"
 PARTS=${*:-"smi imports graph_test bench_fast train train_tf32 bench_compiled demo cuda_tests"}
 ENVS=${ENVS:-1024,4096,16384}  # N of the env sweep
 part() {  # name, time limit (s), command...

@@ -56,6 +56,9 @@ BOOTSTRAP_SEED = 0
 """Seed of the bootstrap's generator (same returns, same interval)."""
 MIN_SESSIONS = 3
 """Fewer paired sessions than this: no statistics (``None`` everywhere)."""
+MIN_INTERVAL_SESSIONS = 20
+"""Fewer paired sessions than this: no bootstrap interval (``n/a``). Resamples of a handful of days
+are nearly flat, and their Sharpe ratios run to hundreds (an interval of [-498, +3.5] at 3 days)."""
 EVENTS_FILE = Path("tournament") / "events.jsonl"
 """Where a run folder keeps the tournament's event log (one JSON event per line)."""
 
@@ -277,7 +280,11 @@ def _sentence(
     if difference is None:
         against = "equal weight" if benchmark == BENCHMARK_NAME else benchmark
         return f"{trader}: no verdict against {against} (too few sessions or a flat series)"
-    interval = f"[{int(CONFIDENCE * 100)}% CI {_signed(ci[0])}, {_signed(ci[1])}]"
+    interval = (
+        f"[{int(CONFIDENCE * 100)}% CI n/a: under {MIN_INTERVAL_SESSIONS} sessions]"
+        if ci == (None, None)
+        else f"[{int(CONFIDENCE * 100)}% CI {_signed(ci[0])}, {_signed(ci[1])}]"
+    )
     if benchmark != BENCHMARK_NAME:
         return f"{trader} vs {benchmark}: {difference:+.2f} Sharpe {interval}"
     dsr_text = "" if dsr is None else f", DSR {dsr:.2f}"
@@ -333,8 +340,10 @@ def judge(
         )
     sharpe, benchmark_sharpe = sharpe_per_session(ours) * scale, sharpe_per_session(theirs) * scale
     difference = _finite(sharpe - benchmark_sharpe)
-    low, high = sharpe_difference_interval(ours, theirs, seed=seed) if difference is not None else (0.0, 0.0)
-    ci = (_finite(low), _finite(high)) if difference is not None else (None, None)
+    ci: tuple[float | None, float | None] = (None, None)
+    if difference is not None and n >= MIN_INTERVAL_SESSIONS:
+        low, high = sharpe_difference_interval(ours, theirs, seed=seed)
+        ci = (_finite(low), _finite(high))
     active = ours - theirs
     ir_per_session = sharpe_per_session(active)
     skewness = float(stats.skew(active, bias=False)) if n > 2 else math.nan

@@ -130,6 +130,17 @@ def test_no_skill_gives_an_interval_around_zero_and_no_dsr_without_trials() -> N
     assert judge("best", _series(trader[:2]), _series(benchmark[:2]), []).sharpe_difference is None
 
 
+def test_a_few_sessions_give_a_difference_but_no_interval() -> None:
+    rng = np.random.default_rng(4)
+    benchmark = rng.normal(0.0004, 0.01, 5)
+    trader = benchmark + rng.normal(0.001, 0.003, 5)
+    verdict = judge("best", _series(trader), _series(benchmark), [])
+    assert verdict.sharpe_difference is not None
+    assert verdict.sharpe_difference_ci == (None, None)
+    assert verdict.significant is None
+    assert "[95% CI n/a: under 20 sessions]" in verdict.sentence
+
+
 def _write_events(run_dir: Path, scores: list[float]) -> None:
     path = run_dir / EVENTS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

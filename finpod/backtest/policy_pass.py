@@ -128,7 +128,6 @@ class _Block:
         self.state = EnvState(*(tensor.clone() for tensor in env.state))
         self.obs = obs.clone()
         self._advance = env.advance_fn
-        self._dtype = torch.float32
         probe_state = EnvState(*(tensor.clone() for tensor in env.state))
         _, out = self._advance(probe_state, self._actions(obs))
         self.outputs = {

@@ -19,7 +19,7 @@ import torch
 
 from finpod.backtest.chunked import chunk_plan, chunked_equities, chunked_equity
 from finpod.backtest.pyfolio_format import daily_returns
-from finpod.backtest.runner import run_policy, step_rows, worth_running_ahead
+from finpod.backtest.runner import run_policy, worth_running_ahead
 from finpod.backtest.threads import torch_threads
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
@@ -80,9 +80,9 @@ def validation_score(
     """
     first_bar, stop = panel.segment(VALIDATION_SEGMENT)
     plan = chunk_plan(stop - first_bar, chunks, warmup_bars)
-    if plan.num_chunks == 1:
-        equity = run_policy(panel, VALIDATION_SEGMENT, config, policy, device).equity_usd
-    else:
+    if plan.num_chunks == 1 and worth_running_ahead(config) and device.type != "cuda":
+        equity = run_policy(panel, VALIDATION_SEGMENT, config, policy, device).equity_usd  # runs ahead
+    else:  # one pass that keeps only the equity (one chunk: the continuous pass itself)
         equity = chunked_equity(panel, VALIDATION_SEGMENT, config, policy, device, plan)
     return _sharpe(daily_returns(panel, first_bar, equity, config.initial_cash_usd))
 
@@ -92,9 +92,10 @@ class ValidationScore:
     """The tournament's ``evaluate``: :func:`validation_score` of a policy, and of many at once.
 
     A population of pods (``tournament.backend = "population"``) is scored in one batched pass
-    (:meth:`score_many`: one env of ``P`` accounts, one network call a bar for all pods) when the
-    score is one continuous pass stepped bar by bar; with chunks or a rebalance band (where single
-    passes run ahead) each policy is scored alone, as :meth:`__call__` does.
+    (:meth:`score_many`: one env of ``P`` accounts, or ``P x K`` with ``K`` chunks, one network
+    call a bar for all pods); only a continuous score with a rebalance band on a CPU, where a
+    single pass runs ahead, scores each policy alone, as :meth:`__call__` does. Every pass keeps
+    only the equity a score needs.
 
     Attributes:
         panel: the selection panel (holds the validation segment).
@@ -126,15 +127,11 @@ class ValidationScore:
         first_bar, stop = self.panel.segment(VALIDATION_SEGMENT)
         plan = chunk_plan(stop - first_bar, self.chunks, self.warmup_bars)
         cash = self.config.initial_cash_usd
-        if plan.num_chunks > 1:
-            curves = chunked_equities(
-                self.panel, VALIDATION_SEGMENT, self.config, rows, len(policies), self.device, plan
-            )
-        elif worth_running_ahead(self.config) and self.device.type != "cuda":
+        if plan.num_chunks == 1 and worth_running_ahead(self.config) and self.device.type != "cuda":
             return [self(policy) for policy in policies]
-        else:
-            ledgers = step_rows(self.panel, VALIDATION_SEGMENT, self.config, rows, len(policies), self.device)
-            curves = [ledger.equity_usd for ledger in ledgers]
+        curves = chunked_equities(
+            self.panel, VALIDATION_SEGMENT, self.config, rows, len(policies), self.device, plan
+        )
         return [_sharpe(daily_returns(self.panel, first_bar, equity, cash)) for equity in curves]
 
 

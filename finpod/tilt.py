@@ -30,7 +30,7 @@ import empyrical as ep
 import numpy as np
 import torch
 
-from finpod.backtest.policy_pass import drive
+from finpod.backtest.policy_pass import equity_curve
 from finpod.backtest.pyfolio_format import daily_returns
 from finpod.backtest.recorder import backtest_config
 from finpod.data.panel import Panel
@@ -209,9 +209,7 @@ def batch_sharpes(
     with torch.inference_mode():
         env = TradingEnv(panel, segment, backtest_config(config, panel, segment), num_envs, FIT_SEED, device)
         obs, _ = env.reset(seed=FIT_SEED)
-        start_equity = env.equity_usd.clone().unsqueeze(0)
-        stepped = drive(env, policy, obs, stop - first_bar - 1, ("equity_usd",))["equity_usd"]
-        equity = torch.cat([start_equity, stepped]).cpu().numpy()  # (n, N): only what a Sharpe needs
+        equity = equity_curve(env, policy, obs, stop - first_bar - 1).cpu().numpy()  # (n, N)
     sharpes = []
     for curve in equity.T:
         returns = daily_returns(panel, first_bar, curve, config.initial_cash_usd)

@@ -21,7 +21,7 @@ import math
 import numpy as np
 import torch
 
-from finpod.backtest.policy_pass import drive
+from finpod.backtest.policy_pass import equity_curve
 from finpod.backtest.threads import threads_for, torch_threads
 from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
@@ -131,7 +131,7 @@ def chunked_equities(
     """The stitched equity curves of ``count`` policies given as ONE row-wise call, in one env pass.
 
     The env holds ``count x K`` accounts, policy ``p``'s chunks in rows ``p K .. (p + 1) K - 1``, so
-    ``count`` scores cost the sequential steps of one (:func:`~finpod.backtest.policy_pass.drive`:
+    ``count`` scores cost the sequential steps of one (:func:`~finpod.backtest.policy_pass.equity_curve`:
     CUDA graphs on a GPU).
 
     Args:
@@ -154,7 +154,5 @@ def chunked_equities(
     with torch_threads(threads_for(chunks * count)), torch.inference_mode():
         env = TradingEnv(panel, segment, chunk_config, chunks * count, CHUNKED_SEED, device)
         obs, _ = env.reset_at(torch.as_tensor(starts, dtype=torch.int64))
-        start_equity = env.equity_usd.clone().unsqueeze(0)
-        equity = drive(env, rows, obs, plan.steps, ("equity_usd",))["equity_usd"]
-        curves = torch.cat([start_equity, equity]).cpu().numpy()
+        curves = equity_curve(env, rows, obs, plan.steps).cpu().numpy()
     return [stitch(plan, curves[:, p * chunks : (p + 1) * chunks]) for p in range(count)]

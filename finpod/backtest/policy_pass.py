@@ -34,24 +34,12 @@ MIN_GRAPHED_STEPS: Final[int] = 4 * BLOCK_STEPS
 _log = logging.getLogger(__name__)
 
 
-def drive(
-    env: TradingEnv,
-    policy: Policy,
-    obs: torch.Tensor,
-    num_steps: int,
-    fields: Sequence[str],
-    *,
-    graphs: bool | None = None,
-) -> dict[str, torch.Tensor]:
-    """Step ``env`` ``num_steps`` times with ``policy``'s actions; the outputs ``fields`` of every step.
-
-    :func:`drive_blocks` with the blocks concatenated: each field ``(S, N, ...)`` on the env's device.
-    """
-    kept: dict[str, list[torch.Tensor]] = {name: [] for name in fields}
-    for block in drive_blocks(env, policy, obs, num_steps, fields, graphs=graphs):
-        for name in fields:
-            kept[name].append(block[name])
-    return {name: torch.cat(parts) if parts else _empty(env, name) for name, parts in kept.items()}
+def equity_curve(env: TradingEnv, policy: Policy, obs: torch.Tensor, num_steps: int) -> torch.Tensor:
+    """Equity ``(S + 1, N)`` USD of ``env``'s accounts: now (row 0), then after each of ``num_steps``
+    steps of ``policy`` (:func:`drive_blocks`; all a score needs, no ledger)."""
+    rows = [env.equity_usd.clone().unsqueeze(0)]
+    rows += [block["equity_usd"] for block in drive_blocks(env, policy, obs, num_steps, ("equity_usd",))]
+    return torch.cat(rows)
 
 
 def drive_blocks(
@@ -106,15 +94,6 @@ def drive_blocks(
                 steps[name].append(info[name])
             taken += 1
         yield {name: torch.stack(values) for name, values in steps.items()}
-
-
-def _empty(env: TradingEnv, name: str) -> torch.Tensor:
-    """``(0, N, ...)`` for a pass of no steps (dtype and trailing shape of one eager step's field)."""
-    probe = EnvState(*(tensor.clone() for tensor in env.state))
-    zeros = torch.zeros((env.num_envs, env.action_dim), dtype=torch.float32, device=env.device)
-    _, out = env.advance_fn(probe, zeros)
-    value: torch.Tensor = getattr(out, name)
-    return value.new_empty((0, *value.shape))
 
 
 class _Block:

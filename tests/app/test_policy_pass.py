@@ -10,7 +10,7 @@ import datetime as dt
 import pytest
 import torch
 
-from finpod.backtest.policy_pass import BLOCK_STEPS, drive, drive_blocks
+from finpod.backtest.policy_pass import BLOCK_STEPS, drive_blocks, equity_curve
 from finpod.backtest.recorder import RECORDED_FIELDS, backtest_config
 from finpod.backtest.trader_batch import TraderBatch
 from finpod.data.panel import Panel
@@ -52,6 +52,14 @@ def _env(panel: Panel, device: torch.device, num_envs: int, horizon: int | None 
     return TradingEnv(panel, "validation", config, num_envs, seed=0, device=device)
 
 
+def drive(
+    env: TradingEnv, policy: object, obs: torch.Tensor, steps: int, fields: tuple[str, ...], graphs: bool
+) -> dict[str, torch.Tensor]:
+    """The blocks of :func:`drive_blocks` joined: each field ``(S, N, ...)``."""
+    blocks = list(drive_blocks(env, policy, obs, steps, fields, graphs=graphs))
+    return {name: torch.cat([block[name] for block in blocks]) for name in fields}
+
+
 def _plain_loop(env: TradingEnv, policy: object, steps: int) -> dict[str, torch.Tensor]:
     obs = env.reset(seed=0)[0]
     kept: dict[str, list[torch.Tensor]] = {name: [] for name in RECORDED_FIELDS}
@@ -73,7 +81,7 @@ def test_blocks_equal_the_plain_loop_through_the_episode_end(minute_panel: Panel
         expected = _plain_loop(plain_env, policy, steps)
         env = _env(minute_panel, CPU, num_envs=3)
         obs = env.reset(seed=0)[0]
-        got = drive(env, policy, obs, steps, RECORDED_FIELDS, graphs=True)  # type: ignore[arg-type]
+        got = drive(env, policy, obs, steps, RECORDED_FIELDS, graphs=True)
     for name in RECORDED_FIELDS:
         assert got[name].shape == expected[name].shape
         assert torch.equal(got[name], expected[name]), name
@@ -89,21 +97,26 @@ def test_blocks_continue_across_episodes_and_yield_every_step_once(minute_panel:
         expected = _plain_loop(_env(minute_panel, CPU, 2, horizon), policy, steps)
         env = _env(minute_panel, CPU, 2, horizon)
         blocks = list(
-            drive_blocks(env, policy, env.reset(seed=0)[0], steps, ("equity_usd", "bar_index"), graphs=True)  # type: ignore[arg-type]
+            drive_blocks(env, policy, env.reset(seed=0)[0], steps, ("equity_usd", "bar_index"), graphs=True)
         )
     assert all(1 <= block["equity_usd"].shape[0] <= BLOCK_STEPS for block in blocks)
     assert torch.equal(torch.cat([b["bar_index"] for b in blocks]), expected["bar_index"])
     assert torch.equal(torch.cat([b["equity_usd"] for b in blocks]), expected["equity_usd"])
 
 
-def test_no_steps_gives_empty_outputs(minute_panel: Panel) -> None:
+def test_an_equity_curve_starts_at_the_current_equity(minute_panel: Panel) -> None:
     policy = _policy(minute_panel, CPU)
     with torch.inference_mode():
+        expected = _plain_loop(_env(minute_panel, CPU, 2), policy, 10)["equity_usd"]
         env = _env(minute_panel, CPU, 2)
-        got = drive(env, policy, env.reset(seed=0)[0], 0, ("equity_usd", "shares"))  # type: ignore[arg-type]
-    assert got["equity_usd"].shape == (0, 2)
-    assert got["shares"].shape == (0, 2, minute_panel.num_assets)
-    assert got["shares"].dtype == torch.float64
+        obs = env.reset(seed=0)[0]
+        start = env.equity_usd.clone()
+        curve = equity_curve(env, policy, obs, 10)
+        empty = equity_curve(_env(minute_panel, CPU, 2), policy, obs, 0)
+    assert curve.shape == (11, 2)
+    assert torch.equal(curve[0], start)
+    assert torch.equal(curve[1:], expected)
+    assert empty.shape == (1, 2)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the graph replays)")
@@ -117,7 +130,7 @@ def test_cuda_graph_replays_equal_the_eager_loop(minute_panel: Panel, policy_kin
         steps = plain_env.market.horizon_bars
         expected = _plain_loop(plain_env, policy, steps)
         env = _env(panel, cuda, 3)
-        got = drive(env, policy, env.reset(seed=0)[0], steps, RECORDED_FIELDS, graphs=True)  # type: ignore[arg-type]
+        got = drive(env, policy, env.reset(seed=0)[0], steps, RECORDED_FIELDS, graphs=True)
     for name in RECORDED_FIELDS:
         assert torch.equal(got[name], expected[name]), name
 
@@ -134,6 +147,6 @@ def test_the_linear_baseline_and_a_trader_batch_are_graphed_on_cuda(minute_panel
             steps = plain_env.market.horizon_bars
             expected = _plain_loop(plain_env, policy, steps)
             env = _env(panel, cuda, rows)
-            got = drive(env, policy, env.reset(seed=0)[0], steps, ("equity_usd", "shares"), graphs=True)  # type: ignore[arg-type]
+            got = drive(env, policy, env.reset(seed=0)[0], steps, ("equity_usd", "shares"), graphs=True)
         assert torch.equal(got["equity_usd"], expected["equity_usd"])
         assert torch.equal(got["shares"], expected["shares"])

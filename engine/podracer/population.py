@@ -90,6 +90,7 @@ def train_population_round(agents: Sequence[PPOAgent], envs: Sequence[Any]) -> l
     steps = cfg.rollout_steps * envs[0].num_envs
     stats = []
     for agent, row, extra in zip(agents, table.cpu().tolist(), extras, strict=True):
+        agent.update_eval_average()
         agent.env_steps += steps
         agent.policy_version += 1
         metrics = dict(zip(names, row, strict=True)) | {name: float(value) for name, value in extra.items()}

@@ -45,8 +45,10 @@ import torch
 
 from podracer.distributions import PolicyDistribution, to_action_range
 from podracer.entity import CrossSectionalActorCritic, EntityLayout
+from podracer.eval_average import eval_average, evaluated_model, load_average, update_average
 from podracer.frozen import freeze_policy
 from podracer.hterm import TrajectoryBuffer
+from podracer.networks import ActorCritic
 from podracer.normalization import NormalizationCache, RunningMeanStd
 from podracer.ppo_collect import EnvCursor, collect_rollout
 from podracer.ppo_config import (
@@ -140,6 +142,8 @@ class PPOAgent:
         self.model = build_model(config, obs_dim, action_dim, layout, seed).to(self.device)
         self.obs_stats = RunningMeanStd(obs_dim).to(self.device)
         self.optimizer = build_optimizer(self.model, config)
+        self.eval_average = eval_average(self.model, config.eval_average)
+        """The EMA of the weights that evaluation uses (``config.eval_average`` > 0), else ``None``."""
         self.env_steps = 0
         self.policy_version = 0
         self.epoch_hook: Callable[[torch.Tensor], torch.Tensor] | None = None
@@ -166,11 +170,25 @@ class PPOAgent:
     def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
         """Actions ``(N, A)`` in ``[action_low, action_high]`` for raw observations ``(N, D)``.
 
-        Deterministic actions are the policy's mean; stochastic ones are drawn from the agent's generator.
+        Deterministic actions are the policy's mean, by the evaluated network (:attr:`evaluation_model`);
+        stochastic ones are drawn from the current network's distribution with the agent's generator.
         """
-        dist: PolicyDistribution = self.model.distribution(self._normalize(obs))
+        model = self.evaluation_model if deterministic else self.model
+        dist: PolicyDistribution = model.distribution(self._normalize(obs))
         raw = dist.mode() if deterministic else dist.sample(self.generator)
         return self._scale(dist.squash(raw))
+
+    @property
+    def evaluation_model(self) -> ActorCritic | CrossSectionalActorCritic:
+        """The network evaluation uses: the average of the weights with ``config.eval_average`` > 0
+        (:mod:`podracer.eval_average`, once a round has been learned), else the current one."""
+        model = evaluated_model(self.eval_average, self.model)
+        assert isinstance(model, ActorCritic | CrossSectionalActorCritic)
+        return model
+
+    def update_eval_average(self) -> None:
+        """Fold the current weights into the evaluation average (after each learned round)."""
+        update_average(self.eval_average, self.model)
 
     def evaluation_policy(self) -> Policy:
         """The deterministic policy, frozen at the current weights and statistics, for evaluation loops
@@ -182,7 +200,7 @@ class PPOAgent:
         """
         cfg = self.config
         return freeze_policy(
-            self.model,
+            self.evaluation_model,
             self.obs_stats,
             cfg.normalize_observations,
             cfg.obs_clip,
@@ -305,6 +323,7 @@ class PPOAgent:
         check_round_size(self.config.rollout_steps * env.num_envs, self.config.num_minibatches)
         rollout, collect_metrics = self.collect(env)
         learn_metrics = self.learn(rollout)
+        self.update_eval_average()
         names = [*collect_metrics, *learn_metrics]
         values = torch.stack(
             [v.to(self.device, torch.float32) for v in (*collect_metrics.values(), *learn_metrics.values())]
@@ -366,6 +385,7 @@ class PPOAgent:
         """
         check_same_network(state, self.obs_dim, self.action_dim, self.config)
         self.model.load_state_dict(state["model"])
+        load_average(self.eval_average, state.get("eval_average"))
         self.obs_stats.load_state_dict(state["obs_stats"])
         self.optimizer = build_optimizer(self.model, self.config)
         if keep_optimizer:

@@ -80,6 +80,10 @@ class PPOConfig:
             steps on; its extra work per round is about ``h_term_trajectories / N`` of PPO's.
         advantages: how the policy loss credits the action (:data:`AdvantageKind`); ``entity``
             needs ``policy = "cross_sectional"`` and an env that reports per-entity outcomes.
+        eval_average: decay per round of an exponential moving average of the network's parameters
+            (Polyak averaging), in ``[0, 1)``: the deterministic policy that evaluation scores,
+            snapshots and trades uses the average, while training keeps the current weights
+            (:mod:`podracer.eval_average`). 0 evaluates the current weights.
     """
 
     rollout_steps: int = 64
@@ -107,6 +111,7 @@ class PPOConfig:
     h_term_coef: float = 0.0
     h_term_trajectories: int = 32
     advantages: AdvantageKind = "joint"
+    eval_average: float = 0.0
 
     PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {
         "learning_rate": (1e-5, 3e-3),
@@ -177,6 +182,8 @@ class PPOConfig:
             raise AgentError(
                 f"PPOConfig.hidden_sizes must be non-empty positive widths, got {self.hidden_sizes}"
             )
+        if not 0.0 <= float(self.eval_average) < 1.0:
+            raise AgentError(f"PPOConfig.eval_average must be in [0, 1), got {self.eval_average}")
         if self.target_kl is not None and not self.target_kl > 0.0:
             raise AgentError(f"PPOConfig.target_kl must be > 0 or None, got {self.target_kl}")
 

@@ -4,7 +4,8 @@ A snapshot is tensors and plain Python values only, so it loads with ``torch.loa
 Keys: ``format`` (:data:`STATE_FORMAT`), ``config`` (plain dict), ``obs_dim``, ``action_dim``,
 ``action_low``, ``action_high``, ``seed``, ``layout`` (plain dict or ``None``), ``model``,
 ``obs_stats``, ``optimizer``, ``env_steps``, ``policy_version``, ``rng_state`` and
-``rng_device_type`` (the generator's device type: CPU and CUDA generator states differ).
+``rng_device_type`` (the generator's device type: CPU and CUDA generator states differ); with an
+evaluation average (``PPOConfig.eval_average`` > 0), ``eval_average`` (:mod:`podracer.eval_average`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 
 from podracer.entity import CrossSectionalActorCritic, EntityLayout
 from podracer.errors import SnapshotError
+from podracer.eval_average import EvalAverage, average_state
 from podracer.networks import ActorCritic
 from podracer.normalization import RunningMeanStd
 from podracer.ppo_collect import SEED_SPACE
@@ -37,6 +39,7 @@ class Snapshotted(Protocol):
     seed: int
     layout: EntityLayout | None
     model: ActorCritic | CrossSectionalActorCritic
+    eval_average: EvalAverage | None
     obs_stats: RunningMeanStd
     optimizer: torch.optim.Adam
     env_steps: int
@@ -47,7 +50,7 @@ class Snapshotted(Protocol):
 
 def snapshot_of(agent: Snapshotted) -> dict[str, Any]:
     """Everything needed to resume ``agent``, as tensors and plain values (see the module docstring)."""
-    return {
+    state = {
         "format": STATE_FORMAT,
         "config": agent.config.to_dict(),
         "obs_dim": agent.obs_dim,
@@ -64,6 +67,10 @@ def snapshot_of(agent: Snapshotted) -> dict[str, Any]:
         "rng_state": agent.generator.get_state(),
         "rng_device_type": agent.device.type,
     }
+    average = average_state(agent.eval_average)
+    if average is not None:
+        state["eval_average"] = average
+    return state
 
 
 def check_format(state: Mapping[str, Any]) -> None:

@@ -190,7 +190,7 @@ class PopulationPolicy:
     def __init__(self, agents: Sequence[PPOAgent]) -> None:
         check_population(agents)
         self.count = len(agents)
-        self._model = StackedModel([agent.model for agent in agents])
+        self._model = StackedModel([agent.evaluation_model for agent in agents])
         with torch.no_grad():
             self._params = {name: value.detach().clone() for name, value in self._model.parameters().items()}
         config = agents[0].config

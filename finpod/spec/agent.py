@@ -31,7 +31,11 @@ gamma 0.99, 16 minibatches), so a spec silent on ``[agent]`` learns in minutes o
   (the ``mlp`` policy, ``share_delta`` actions, see :func:`ppo_config_from`);
 * short rollouts (8 steps) and 4 minibatches: many small updates; lr 3e-3; gamma 0, as an edge
   that pays at the next bar needs (a step's fee is charged in that step's reward). The tournament
-  searches the learning rate and gamma around them (:data:`finpod.spec.sections.TOURNAMENT_DEFAULTS`).
+  searches the learning rate and gamma around them (:data:`finpod.spec.sections.TOURNAMENT_DEFAULTS`);
+* evaluation of the current weights (``eval_average`` 0): an average of the last ten rounds'
+  weights (0.9) helped on the tuning seeds but lowered the reported seeds' median share from 0.65
+  to 0.46 at 120 s, because it lags a policy that is still learning (BENCHMARKS.md "Evaluating the
+  average of the weights").
 
 Chosen on the bench's tuning seeds only (``finpod bench skill --first-seed 100``; the reported
 seeds are 0-4). ``policy = "mlp"`` and every other PPOConfig value still work."""
@@ -51,6 +55,7 @@ FIXES: dict[str, str] = {
     "advantages": JOINT_ONLY_FIX,
     "h_term_coef": "set agent.h_term_coef to 0 (H-term off) or a positive weight such as 0.125",
     "h_term_trajectories": "set agent.h_term_trajectories to the trajectories the H-term keeps, e.g. 32",
+    "eval_average": "set agent.eval_average to a decay per round in [0, 1), e.g. 0.9 (0: no average)",
 }
 """The fix a one-line error suggests for fields whose valid values need more than the range."""
 

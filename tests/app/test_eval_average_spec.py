@@ -7,21 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tomli_w
+from agent_table import DEMO, demo_with_agent
 
 from finpod.errors import SpecError
 from finpod.spec import AGENT_DEFAULTS, Spec
-from repo import REPO_ROOT
-
-DEMO = REPO_ROOT / "strategies" / "demo.toml"
-
-
-def _demo_with_agent(tmp_path: Path, **agent: Any) -> Path:
-    raw = tomllib.loads(DEMO.read_text(encoding="utf-8"))
-    raw["agent"] = {**raw.get("agent", {}), **agent}
-    path = tmp_path / "spec.toml"
-    path.write_text(tomli_w.dumps(raw), encoding="utf-8")
-    return path
 
 
 def test_a_silent_spec_evaluates_the_current_weights_and_a_spec_may_average(tmp_path: Path) -> None:
@@ -29,7 +18,7 @@ def test_a_silent_spec_evaluates_the_current_weights_and_a_spec_may_average(tmp_
     assert "eval_average" not in raw.get("agent", {})
     assert "eval_average" not in AGENT_DEFAULTS
     assert Spec.from_toml(DEMO).agent_config().eval_average == 0.0
-    assert Spec.from_toml(_demo_with_agent(tmp_path, eval_average=0.9)).agent_config().eval_average == 0.9
+    assert Spec.from_toml(demo_with_agent(tmp_path, eval_average=0.9)).agent_config().eval_average == 0.9
 
 
 @pytest.mark.parametrize(
@@ -42,7 +31,7 @@ def test_a_silent_spec_evaluates_the_current_weights_and_a_spec_may_average(tmp_
 )
 def test_a_bad_eval_average_is_one_line_with_a_fix(value: Any, expected: str, tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
-        Spec.from_toml(_demo_with_agent(tmp_path, eval_average=value))
+        Spec.from_toml(demo_with_agent(tmp_path, eval_average=value))
     message = str(caught.value)
     assert "\n" not in message
     assert expected in message

@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
-import tomli_w
+from agent_table import DEMO, demo_with_agent
 
 from finpod.errors import SpecError
 from finpod.spec import Spec
-from repo import REPO_ROOT
-
-DEMO = REPO_ROOT / "strategies" / "demo.toml"
-
-
-def _demo_with_agent(tmp_path: Path, **agent: Any) -> Path:
-    raw = tomllib.loads(DEMO.read_text(encoding="utf-8"))
-    raw["agent"] = {**raw.get("agent", {}), **agent}
-    path = tmp_path / "spec.toml"
-    path.write_text(tomli_w.dumps(raw), encoding="utf-8")
-    return path
 
 
 def test_h_term_settings_reach_the_agent(tmp_path: Path) -> None:
-    spec = Spec.from_toml(_demo_with_agent(tmp_path, h_term_coef=0.125, h_term_trajectories=16))
+    spec = Spec.from_toml(demo_with_agent(tmp_path, h_term_coef=0.125, h_term_trajectories=16))
     config = spec.agent_config()
     assert (config.h_term_coef, config.h_term_trajectories) == (0.125, 16)
     assert Spec.from_toml(DEMO).agent_config().h_term_coef == 0.0  # off unless asked
@@ -46,7 +34,7 @@ def test_h_term_settings_reach_the_agent(tmp_path: Path) -> None:
 def test_bad_h_term_settings_are_one_line_with_a_fix(
     agent: dict[str, Any], expected: str, tmp_path: Path
 ) -> None:
-    path = _demo_with_agent(tmp_path, **agent)
+    path = demo_with_agent(tmp_path, **agent)
     with pytest.raises(SpecError) as caught:
         Spec.from_toml(path)
     message = str(caught.value)

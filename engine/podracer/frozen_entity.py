@@ -41,6 +41,17 @@ def _layers(network: nn.Sequential) -> tuple[list[Layer], list[Callable[[torch.T
     return layers, activations
 
 
+def _forward(
+    x: torch.Tensor, layers: list[Layer], activations: list[Callable[[torch.Tensor], torch.Tensor]]
+) -> torch.Tensor:
+    """``x`` through ``layers``, each followed by its activation while there is one (in place)."""
+    for index, (weight, bias) in enumerate(layers):
+        x = torch.matmul(x, weight).add_(bias)
+        if index < len(activations):
+            x = activations[index](x)
+    return x
+
+
 def _split_rows(weight: torch.Tensor, *sizes: int) -> list[torch.Tensor]:
     """A transposed first-layer weight ``(in, out)`` cut into the row blocks of its input parts."""
     return [part.contiguous() for part in torch.split(weight, list(sizes), dim=0)]
@@ -103,24 +114,14 @@ class FrozenCrossSectionalPolicy:
         hidden += torch.matmul(extras, self._w_extras)
         hidden += torch.addmm(self._encoder_bias, globals_, self._w_globals).unsqueeze(1)
         hidden = self._encoder_activations[0](hidden)
-        for (weight, bias), activation in zip(self._encoder_rest, self._encoder_activations[1:], strict=True):
-            hidden = activation(torch.matmul(hidden, weight).add_(bias))
+        hidden = _forward(hidden, self._encoder_rest, self._encoder_activations[1:])
         context = hidden.mean(dim=1)
         own = torch.matmul(hidden, self._w_own)
         own += torch.addmm(self._entity_bias, context, self._w_context).unsqueeze(1)
-        scores = self._entity_activations[0](own)
-        for index, (weight, bias) in enumerate(self._entity_rest):
-            scores = torch.matmul(scores, weight).add_(bias)
-            if index + 1 < len(self._entity_activations):
-                scores = self._entity_activations[index + 1](scores)
+        scores = _forward(self._entity_activations[0](own), self._entity_rest, self._entity_activations[1:])
         entity_scores = scores.squeeze(-1)
         if self._global_head is not None:
-            layers, activations = self._global_head
-            head = torch.cat([context, globals_], dim=1)
-            for index, (weight, bias) in enumerate(layers):
-                head = torch.addmm(bias, head, weight)
-                if index < len(activations):
-                    head = activations[index](head)
+            head = _forward(torch.cat([context, globals_], dim=1), *self._global_head)
             entity_scores = torch.cat([head, entity_scores], dim=1)
         return to_action_range(torch.softmax(entity_scores, dim=-1), self._low, self._high)
 

@@ -25,6 +25,7 @@ import torch
 
 from podracer.entity_advantage import ENTITY_COSTS, ENTITY_OUTCOMES
 from podracer.errors import TournamentError
+from podracer.pathwise import ENTITY_COST_RATES, ENTITY_HOLDINGS
 from podracer.protocols import TensorVectorEnv
 
 
@@ -82,7 +83,7 @@ class ConcatEnvs:
         terminated = torch.cat([part[2] for part in parts])
         truncated = torch.cat([part[3] for part in parts])
         info = {"final_obs": torch.cat([part[4]["final_obs"] for part in parts])}
-        for key in (ENTITY_OUTCOMES, ENTITY_COSTS):  # per-row extras every member reports
+        for key in (ENTITY_OUTCOMES, ENTITY_COSTS, ENTITY_HOLDINGS, ENTITY_COST_RATES):  # per-row extras
             if all(key in part[4] for part in parts):
                 info[key] = torch.cat([part[4][key] for part in parts])
         return obs, reward, terminated, truncated, info

@@ -20,6 +20,7 @@ import torch
 from podracer.entity_advantage import entity_terms, with_future
 from podracer.env_stack import stack_envs
 from podracer.normalization import RunningMeanStd
+from podracer.pathwise import store_pathwise_inputs
 from podracer.ppo import PPOAgent
 from podracer.rollout import Rollout, bootstrap_truncated, compute_gae
 from podracer.stacked import StackedModel, hyper_column
@@ -40,6 +41,9 @@ class PodBatch:
         entity_log_probs: ``(P, B, M)`` the entity scores' own log-densities (``advantages =
             "entity"``), else ``None``.
         entity_advantages: ``(P, B, M)`` per-entity advantages, else ``None``.
+        entity_outcomes: ``(P, B, M)`` the pathwise term's outcomes (``pathwise_coef > 0``), else ``None``.
+        entity_holdings: ``(P, B, M)`` its holdings, else ``None``.
+        entity_cost_rates: ``(P, B, M)`` its cost rates, else ``None``.
     """
 
     obs: torch.Tensor
@@ -50,6 +54,9 @@ class PodBatch:
     returns: torch.Tensor
     entity_log_probs: torch.Tensor | None = None
     entity_advantages: torch.Tensor | None = None
+    entity_outcomes: torch.Tensor | None = None
+    entity_holdings: torch.Tensor | None = None
+    entity_cost_rates: torch.Tensor | None = None
 
 
 @torch.no_grad()
@@ -71,7 +78,8 @@ def collect_population(
     env = stack.env
     obs_dim, action_dim = agents[0].obs_dim, agents[0].action_dim
     entities, action_globals = agents[0].entity_shape()
-    buf = Rollout.allocate(steps, pods * n, obs_dim, action_dim, device, entities)
+    pathwise = any(agent.config.pathwise_coef > 0.0 for agent in agents)
+    buf = Rollout.allocate(steps, pods * n, obs_dim, action_dim, device, entities, pathwise)
     params = model.parameters()
     generators = [agent.generator for agent in agents]
     normalize, clip = cfg.normalize_observations, cfg.obs_clip
@@ -112,6 +120,7 @@ def collect_population(
         if buf.entity_advantages is not None:
             terms = entity_terms(dist, raw, info, action_globals)
             buf.entity_advantages[t] = terms.reshape(pods * n, entities)
+        store_pathwise_inputs(buf, t, info)
         buf.rewards[t] = reward
         buf.terminated[t] = terminated
         buf.truncated[t] = truncated
@@ -175,6 +184,9 @@ def collect_population(
         returns=per_pod(returns),
         entity_log_probs=None if buf.entity_log_probs is None else per_pod(buf.entity_log_probs),
         entity_advantages=None if entity_advantages is None else per_pod(entity_advantages),
+        entity_outcomes=None if buf.entity_outcomes is None else per_pod(buf.entity_outcomes),
+        entity_holdings=None if buf.entity_holdings is None else per_pod(buf.entity_holdings),
+        entity_cost_rates=None if buf.entity_cost_rates is None else per_pod(buf.entity_cost_rates),
     )
     return batch, metrics, rollouts
 

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from podracer.entity_advantage import entity_policy_loss
+from podracer.pathwise import pathwise_loss
 from podracer.population_collect import PodBatch
 from podracer.ppo import PPOAgent, learning_rate_at
 from podracer.rollout import Rollout
@@ -53,6 +54,15 @@ def update_population(
     value_coef = hyper_column(agents, "value_coef", device)
     entropy_coef = hyper_column(agents, "entropy_coef", device)
     use_entropy = any(agent.config.entropy_coef > 0.0 for agent in agents)
+    pathwise_coef = hyper_column(agents, "pathwise_coef", device)
+    pathwise_risk = hyper_column(agents, "pathwise_risk", device)
+    pathwise = (
+        (batch.entity_outcomes, batch.entity_holdings, batch.entity_cost_rates)
+        if batch.entity_outcomes is not None
+        and batch.entity_holdings is not None
+        and batch.entity_cost_rates is not None
+        else None
+    )
     parameters = [list(agent.model.parameters()) for agent in agents]
     hooks = [
         None if rollout is None else agent.epoch_hooks(rollout)
@@ -101,6 +111,16 @@ def update_population(
                     action_globals,
                     cfg.normalize_advantages,
                 )
+                if pathwise is not None:  # a pod with weight 0 gets exactly 0 from it
+                    outcomes, holdings, cost_rates = (part[pod_rows, idx] for part in pathwise)
+                    policy_loss = policy_loss + pathwise_coef * pathwise_loss(
+                        dist.squash(dist.mode()),
+                        outcomes,
+                        holdings,
+                        cost_rates,
+                        action_globals,
+                        pathwise_risk,
+                    )
             old_values, returns = batch.values[pod_rows, idx], batch.returns[pod_rows, idx]
             value_error = (new_values - returns).square()
             if cfg.clip_value:

@@ -24,6 +24,7 @@ from podracer.distributions import PolicyDistribution
 from podracer.entity import CrossSectionalActorCritic
 from podracer.entity_advantage import entity_terms, with_future
 from podracer.networks import ActorCritic
+from podracer.pathwise import store_pathwise_inputs
 from podracer.ppo_config import PPOConfig
 from podracer.protocols import TensorVectorEnv
 from podracer.rollout import Rollout, bootstrap_truncated, compute_gae
@@ -135,6 +136,7 @@ def collect_rollout(
         raw_obs, reward, terminated, truncated, info = env.step(to_env_actions(dist.squash(raw)))
         if buf.entity_advantages is not None:
             buf.entity_advantages[t] = entity_terms(dist, raw, info, action_globals)
+        store_pathwise_inputs(buf, t, info)
         buf.rewards[t] = reward
         buf.terminated[t] = terminated
         buf.truncated[t] = truncated

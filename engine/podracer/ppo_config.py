@@ -84,6 +84,12 @@ class PPOConfig:
             (Polyak averaging), in ``[0, 1)``: the deterministic policy that evaluation scores,
             snapshots and trades uses the average, while training keeps the current weights
             (:mod:`podracer.eval_average`). 0 evaluates the current weights.
+        pathwise_coef: weight of the pathwise term, the step reward's own gradient through the
+            mode's entity weights (:mod:`podracer.pathwise`; needs ``advantages = "entity"`` and
+            an env that reports holdings and cost rates); 0 turns it off.
+        pathwise_risk: the pathwise term's tracking-error aversion (dimensionless, >= 0): the
+            optimal tilt over the uniform weight, in units of that weight, is the predicted
+            outcome in standard deviations over ``pathwise_risk``.
     """
 
     rollout_steps: int = 64
@@ -112,6 +118,8 @@ class PPOConfig:
     h_term_trajectories: int = 32
     advantages: AdvantageKind = "joint"
     eval_average: float = 0.0
+    pathwise_coef: float = 0.0
+    pathwise_risk: float = 0.01
 
     PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {
         "learning_rate": (1e-5, 3e-3),
@@ -158,6 +166,8 @@ class PPOConfig:
             "obs_clip": (0.0, None),
             "adam_eps": (0.0, None),
             "h_term_coef": (0.0, None),
+            "pathwise_coef": (0.0, None),
+            "pathwise_risk": (0.0, None),
         }
         for name, (low, high) in ranges.items():
             value = float(getattr(self, name))
@@ -175,6 +185,10 @@ class PPOConfig:
         if self.advantages == "entity" and self.policy != "cross_sectional":
             raise AgentError(
                 f"PPOConfig.advantages 'entity' needs policy 'cross_sectional', got policy {self.policy!r}"
+            )
+        if self.pathwise_coef > 0.0 and self.advantages != "entity":
+            raise AgentError(
+                f"PPOConfig.pathwise_coef > 0 needs advantages 'entity', got advantages {self.advantages!r}"
             )
         if self.activation not in ("tanh", "relu", "elu"):
             raise AgentError(f"PPOConfig.activation must be 'tanh', 'relu' or 'elu', got {self.activation!r}")

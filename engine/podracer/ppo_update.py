@@ -15,6 +15,7 @@ from torch import nn
 from podracer.entity import CrossSectionalActorCritic
 from podracer.entity_advantage import entity_policy_loss
 from podracer.networks import ActorCritic
+from podracer.pathwise import pathwise_loss
 from podracer.ppo_config import PPOConfig
 from podracer.rollout import Rollout
 
@@ -65,6 +66,18 @@ def ppo_update(
         entity_advantages = rollout.entity_advantages.flatten(0, 1)
         entity_log_probs = rollout.entity_log_probs.flatten(0, 1)
         action_globals = unit_actions.shape[-1] - entity_log_probs.shape[-1]
+    pathwise = None
+    if (
+        cfg.pathwise_coef > 0.0
+        and rollout.entity_outcomes is not None
+        and rollout.entity_holdings is not None
+        and rollout.entity_cost_rates is not None
+    ):
+        pathwise = (
+            rollout.entity_outcomes.flatten(0, 1),
+            rollout.entity_holdings.flatten(0, 1),
+            rollout.entity_cost_rates.flatten(0, 1),
+        )
 
     sums = torch.zeros(5, device=device)  # policy loss, value loss, approx_kl, clip_frac, count
     epochs_run = 0
@@ -93,6 +106,16 @@ def ppo_update(
                     action_globals,
                     cfg.normalize_advantages,
                 )
+                if pathwise is not None:
+                    outcomes, holdings, cost_rates = (part[idx] for part in pathwise)
+                    policy_loss = policy_loss + cfg.pathwise_coef * pathwise_loss(
+                        dist.squash(dist.mode()),
+                        outcomes,
+                        holdings,
+                        cost_rates,
+                        action_globals,
+                        cfg.pathwise_risk,
+                    )
             else:
                 log_ratio = dist.log_prob(unit_actions[idx]) - old_log_probs[idx]
                 ratio = log_ratio.exp()

@@ -95,6 +95,9 @@ class Rollout:
             "entity"``; else ``None``).
         entity_advantages: ``(T, N, M)`` per-entity advantages (:mod:`podracer.entity_advantage`;
             entity terms during collection), or ``None``.
+        entity_outcomes: ``(T, N, M)`` the env's per-entity outcomes (``pathwise_coef > 0``), or ``None``.
+        entity_holdings: ``(T, N, M)`` the unit actions that traded nothing, or ``None``.
+        entity_cost_rates: ``(T, N, M)`` reward lost per unit traded, or ``None``.
     """
 
     obs: torch.Tensor
@@ -109,6 +112,9 @@ class Rollout:
     returns: torch.Tensor
     entity_log_probs: torch.Tensor | None = None
     entity_advantages: torch.Tensor | None = None
+    entity_outcomes: torch.Tensor | None = None
+    entity_holdings: torch.Tensor | None = None
+    entity_cost_rates: torch.Tensor | None = None
 
     @classmethod
     def allocate(
@@ -119,9 +125,10 @@ class Rollout:
         action_dim: int,
         device: torch.device,
         entities: int = 0,
+        pathwise: bool = False,
     ) -> Rollout:
         """Zeroed buffers for ``steps`` x ``num_envs`` transitions on ``device`` (with the per-entity
-        ones when ``entities > 0``)."""
+        ones when ``entities > 0``, and the pathwise term's inputs too when ``pathwise``)."""
 
         def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.zeros(shape, dtype=dtype, device=device)
@@ -139,4 +146,7 @@ class Rollout:
             returns=zeros(steps, num_envs),
             entity_log_probs=zeros(steps, num_envs, entities) if entities else None,
             entity_advantages=zeros(steps, num_envs, entities) if entities else None,
+            entity_outcomes=zeros(steps, num_envs, entities) if entities and pathwise else None,
+            entity_holdings=zeros(steps, num_envs, entities) if entities and pathwise else None,
+            entity_cost_rates=zeros(steps, num_envs, entities) if entities and pathwise else None,
         )

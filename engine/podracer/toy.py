@@ -188,8 +188,10 @@ class EntityChoiceEnv:
         """Pay ``actions`` ``(N, M + 1)`` (normalised to weights) their entities' outcomes.
 
         Returns:
-            ``(obs, reward, terminated, truncated, info)``; info holds ``final_obs`` and
-            ``entity_outcomes`` ``(N, M)``.
+            ``(obs, reward, terminated, truncated, info)``; info holds ``final_obs``,
+            ``entity_outcomes`` ``(N, M)``, and the pathwise term's (:mod:`podracer.pathwise`)
+            ``entity_holdings`` (zeros: a step holds nothing over) and ``entity_cost_rates``
+            (zeros: trading is free).
         """
         weights = actions.clamp_min(0.0)
         weights = weights / weights.sum(dim=1, keepdim=True).clamp_min(1e-12)
@@ -198,5 +200,10 @@ class EntityChoiceEnv:
         reward = (weights[:, 1:] * outcomes).sum(dim=1)
         self._elapsed, truncated = _tick(self._elapsed, self.episode_length)
         self._obs = self._draw_obs()
-        info = {"final_obs": self._obs, "entity_outcomes": outcomes}
+        info = {
+            "final_obs": self._obs,
+            "entity_outcomes": outcomes,
+            "entity_holdings": torch.zeros_like(outcomes),
+            "entity_cost_rates": torch.zeros(self.num_envs, 1, device=self.device),
+        }
         return self._obs, reward, torch.zeros_like(truncated), truncated, info

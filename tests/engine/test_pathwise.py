@@ -1,0 +1,156 @@
+"""The pathwise term (``PPOConfig.pathwise_coef``): the objective, its optimum, learning, populations."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from podracer.entity import EntityLayout
+from podracer.pathwise import pathwise_loss, store_step_inputs
+from podracer.population import train_population_round
+from podracer.ppo import PPOAgent, PPOConfig
+from podracer.ppo_config import AgentError
+from podracer.toy import EntityChoiceEnv
+
+ENTITIES = 16
+LAYOUT = EntityLayout(
+    num_entities=ENTITIES, entity_features=1, entity_extras=0, num_globals=1, action_globals=1
+)
+CHOICE_PPO = PPOConfig(
+    policy="cross_sectional",
+    advantages="entity",
+    rollout_steps=8,
+    learning_rate=3e-3,
+    gamma=0.0,
+    hidden_sizes=(16,),
+    num_minibatches=4,
+    update_epochs=4,
+)
+
+
+def _agent(config: PPOConfig, seed: int) -> PPOAgent:
+    return PPOAgent(LAYOUT.obs_dim, LAYOUT.action_dim, 0.0, 1.0, config, "cpu", seed, layout=LAYOUT)
+
+
+def _choice_env(edge: float = 0.2, noise: float = 1.0) -> EntityChoiceEnv:
+    return EntityChoiceEnv(32, ENTITIES, edge, noise, 16, "cpu")
+
+
+def _edge_captured(agent: PPOAgent) -> float:
+    """Expected edge of the agent's deterministic weights over the uniform weights, as a share of
+    always picking the best entity's edge over them."""
+    features = torch.randn(4096, ENTITIES, generator=torch.Generator().manual_seed(99))
+    obs = torch.cat([features, torch.ones(4096, 1)], dim=1)
+    weights = agent.act(obs, deterministic=True)
+    weights = weights / weights.sum(dim=1, keepdim=True)
+    earned = (weights[:, 1:] * features).sum(dim=1) - features.mean(dim=1)
+    best = features.max(dim=1).values - features.mean(dim=1)
+    return float(earned.mean() / best.mean())
+
+
+def test_the_loss_is_m_times_the_mean_objective_by_hand() -> None:
+    mode = torch.tensor([[0.1, 0.5, 0.3, 0.1], [0.0, 0.2, 0.2, 0.6]])  # (B=2, A=1+3)
+    outcomes = torch.tensor([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]])
+    holdings = torch.tensor([[0.3, 0.3, 0.3], [0.5, 0.5, 0.0]])
+    rates = torch.full((2, 3), 0.1)
+    risk = 0.2
+    scale = outcomes.std()
+    weights = mode[:, 1:]
+    excess = ((weights - 1 / 3) * outcomes).sum(dim=1) / scale
+    costs = (0.1 * (weights - holdings).abs()).sum(dim=1) / scale
+    objective = excess - 0.5 * 3 * risk * excess**2 - costs
+    expected = -3 * objective.mean()
+    torch.testing.assert_close(pathwise_loss(mode, outcomes, holdings, rates, 1, risk), expected)
+    # the same rows as a population of one pod, with the risk per pod
+    per_pod = pathwise_loss(mode[None], outcomes[None], holdings[None], rates[None], 1, torch.tensor([risk]))
+    torch.testing.assert_close(per_pod, expected.reshape(1))
+
+
+def _fit_free_scores(
+    mean_outcomes: torch.Tensor, risk: float, holdings: torch.Tensor | None = None, cost: float = 0.0
+) -> torch.Tensor:
+    """The entity weights that minimise the pathwise loss with one free score per slot (no
+    network), on outcomes ``mean + N(0, 1)``; slot 0 is the global (cash) score."""
+    entities = mean_outcomes.shape[0]
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.zeros(entities + 1, requires_grad=True)
+    optimizer = torch.optim.Adam([scores], lr=0.05)
+    held = torch.zeros(entities) if holdings is None else holdings
+    for _ in range(600):
+        outcomes = mean_outcomes + torch.randn(256, entities, generator=generator)
+        mode = torch.softmax(scores, dim=0).expand(256, -1)
+        rates = torch.full((256, entities), cost)
+        loss = pathwise_loss(mode, outcomes, held.expand(256, -1), rates, 1, risk)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return torch.softmax(scores.detach(), dim=0)[1:]
+
+
+def test_without_risk_the_objective_puts_everything_on_the_best_entity_and_risk_makes_it_a_tilt() -> None:
+    mean = torch.tensor([0.10, 0.05, 0.0, -0.05, -0.10])
+    all_in = _fit_free_scores(mean, risk=0.0)
+    assert float(all_in[0]) > 0.9, all_in
+    tilt = _fit_free_scores(mean, risk=0.5)
+    assert float(tilt.max()) < 0.5, tilt
+    assert torch.all(tilt[:-1] > tilt[1:]), tilt  # ordered as the predicted outcomes
+    # the optimum of independent unit-variance outcomes: M (m_i - 1/M) ~ mean_i / risk
+    relative = 5 * (tilt - 0.2)
+    torch.testing.assert_close(relative, mean / 0.5, atol=0.08, rtol=0.0)
+
+
+def test_costs_hold_the_weights_near_what_is_held_when_outcomes_are_unpredictable() -> None:
+    holdings = torch.tensor([0.55, 0.15, 0.15, 0.15])
+    weights = _fit_free_scores(torch.zeros(4), risk=0.0, holdings=holdings, cost=0.5)
+    torch.testing.assert_close(weights, holdings, atol=0.05, rtol=0.0)
+
+
+def test_an_env_without_holdings_is_refused_with_the_fix() -> None:
+    buffers = [torch.zeros(2, 3) for _ in range(3)]
+    with pytest.raises(AgentError, match=r"entity_holdings.*fix: set pathwise_coef = 0"):
+        store_step_inputs({"entity_outcomes": torch.zeros(2, 3)}, *buffers)
+
+
+def test_the_pathwise_term_needs_per_entity_advantages() -> None:
+    with pytest.raises(AgentError, match="pathwise_coef > 0 needs advantages 'entity'"):
+        PPOConfig(policy="cross_sectional", advantages="joint", pathwise_coef=1.0)
+    with pytest.raises(AgentError, match=r"pathwise_risk must be in >= 0.0"):
+        PPOConfig(pathwise_risk=-1.0)
+
+
+def test_the_pathwise_term_learns_a_noisy_choice_about_three_times_as_fast() -> None:
+    """16 entities whose outcomes are 99 % noise (edge 0.1): after 10 rounds (2,560 env steps) the
+    pathwise term has about three times the edge of the score-function terms alone (measured on
+    seeds 0-2: pathwise 0.44-0.62 after 10 rounds and 0.83-0.90 after 30; the entity terms alone
+    0.14-0.18 and 0.31-0.46)."""
+    pathwise = dataclasses.replace(CHOICE_PPO, pathwise_coef=1.0, pathwise_risk=0.01)
+    for seed in range(2):
+        shares = {}
+        for name, config in (("entity", CHOICE_PPO), ("pathwise", pathwise)):
+            agent, env = _agent(config, seed), _choice_env(edge=0.1)
+            for _ in range(10):
+                agent.train_round(env)
+            shares[name] = _edge_captured(agent)
+        assert shares["pathwise"] > 0.4, shares
+        assert shares["pathwise"] > 2.0 * shares["entity"], shares
+
+
+def test_a_population_with_the_pathwise_term_equals_its_pods_trained_one_by_one() -> None:
+    configs = [
+        dataclasses.replace(CHOICE_PPO, pathwise_coef=1.0, pathwise_risk=0.01),
+        dataclasses.replace(CHOICE_PPO, pathwise_coef=0.5, pathwise_risk=0.1, learning_rate=1e-3),
+        CHOICE_PPO,  # off in one pod of the population
+    ]
+    alone = [_agent(config, 3 + index) for index, config in enumerate(configs)]
+    population = [_agent(config, 3 + index) for index, config in enumerate(configs)]
+    envs_alone = [_choice_env() for _ in configs]
+    envs_pop = [_choice_env() for _ in configs]
+    for _ in range(4):
+        for agent, env in zip(alone, envs_alone, strict=True):
+            agent.train_round(env)
+        train_population_round(population, envs_pop)
+    for one, other in zip(alone, population, strict=True):
+        for a, b in zip(one.model.parameters(), other.model.parameters(), strict=True):
+            torch.testing.assert_close(a, b, rtol=0.0, atol=1e-5)

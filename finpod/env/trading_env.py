@@ -270,6 +270,7 @@ class TradingEnv:
                 self.market,
                 before.equity_usd,
                 out.equity_usd,
+                before.cash_usd,
                 before.shares,
                 out.shares,
                 out.bar_index,

@@ -113,3 +113,26 @@ def test_with_a_risk_penalty_the_outcomes_are_the_reward_s_slopes_at_the_step_s_
     error = float((moved - predicted).abs().max())
     assert error < 0.05 * float(moved.abs().max())
     assert error < 0.5 * float((moved - unpenalised).abs().max())
+
+
+def test_each_asset_s_cost_is_the_cost_rate_times_the_move_away_from_its_holdings() -> None:
+    """The pathwise term's inputs (``entity_holdings``, ``entity_cost_rates``): on a second step,
+    from a book the first step bought, each asset's trade cost is the rate times ``|u_i - holding_i|``
+    (exactly, up to float32, where no volume cap or band cuts the order), in both reward modes."""
+    panel = random_panel(200, NUM_ASSETS, 3, seed=4, untradable_fraction=0.0)
+    for reward in ("excess_log_return", "pnl"):
+        config = EnvConfig(
+            fee_rate=0.001, half_spread_bps=2.0, reward=reward, reward_scale=100.0, max_participation=math.inf
+        )
+        env = TradingEnv(panel, "train", config, NUM_ENVS, seed=11, entity_info=True)
+        env.reset(seed=5)
+        _, _, _, _, first = env.step(_weights(0))
+        assert float(first["entity_holdings"].abs().max()) == 0.0  # all cash before the first trades
+        target = _weights(1)
+        _, _, _, _, second = env.step(target)
+        held = second["entity_holdings"]
+        assert held.shape == (NUM_ENVS, NUM_ASSETS)
+        assert second["entity_cost_rates"].shape == (NUM_ENVS, 1)
+        assert float(held.sum(dim=1).max()) < 1.0  # part of the book is cash
+        predicted = second["entity_cost_rates"] * (target[:, 1:] - held).abs()
+        torch.testing.assert_close(second["entity_costs"], predicted, rtol=1e-4, atol=1e-7)

@@ -15,23 +15,31 @@ AGENT_DEFAULTS: dict[str, Any] = {
     "advantages": "entity",
     "hidden_sizes": (64, 64),
     "rollout_steps": 8,
-    "learning_rate": 3e-3,
+    "learning_rate": 1e-4,
     "gamma": 0.0,
     "num_minibatches": 4,
+    "pathwise_coef": 1.0,
 }
 """finpod's defaults for ``[agent]`` fields where podracer's domain-free defaults do not suit a
 portfolio (podracer's: a flat MLP of 512 x 512, one advantage per step, 64-step rollouts, lr 3e-4,
-gamma 0.99, 16 minibatches), so a spec silent on ``[agent]`` learns in minutes on a laptop CPU:
+gamma 0.99, 16 minibatches, no pathwise term), so a spec silent on ``[agent]`` learns in minutes
+on a laptop CPU:
 
 * the cross-sectional policy (one shared per-asset encoder; the flat MLP learned nothing on the
   planted-signal market in 55k steps, BENCHMARKS.md "Skill"), 64 x 64: at M = 100 it trains at
   about 940 env steps/s a pod on one CPU thread, where 512 x 512 trained at 212;
 * per-asset advantages (:mod:`podracer.entity_advantage`; BENCHMARKS.md "Entity advantages":
-  a realistic edge learned in about a third of the env steps); ``joint`` where they cannot apply
-  (the ``mlp`` policy, ``share_delta`` actions, see :func:`ppo_config_from`);
-* short rollouts (8 steps) and 4 minibatches: many small updates; lr 3e-3; gamma 0, as an edge
-  that pays at the next bar needs (a step's fee is charged in that step's reward). The tournament
-  searches the learning rate and gamma around them (:data:`finpod.spec.sections.TOURNAMENT_DEFAULTS`);
+  a realistic edge learned in about a third of the env steps) and the pathwise term
+  (:mod:`podracer.pathwise`, weight 1, tracking-error aversion ``pathwise_risk`` 0.01: the step
+  reward's own gradient through the mode's weights; BENCHMARKS.md "The reward's own gradient");
+  ``joint`` and no pathwise term where they cannot apply (the ``mlp`` policy, ``share_delta``
+  actions, see :func:`ppo_config_from`);
+* short rollouts (8 steps) and 4 minibatches: many small updates; gamma 0, as an edge that pays at
+  the next bar needs (a step's fee is charged in that step's reward); lr 1e-4 with the pathwise
+  term (at 3e-4 a pod's held-out share peaked within 10k env steps and then fell as the network
+  fitted the train years' noise), 3e-3 without it (:data:`SCORE_FUNCTION_LEARNING_RATE`). The
+  tournament searches the learning rate and gamma around them
+  (:data:`finpod.spec.sections.TOURNAMENT_DEFAULTS`);
 * evaluation of the current weights (``eval_average`` 0): an average of the last ten rounds'
   weights (0.9) helped on the tuning seeds but lowered the reported seeds' median share from 0.65
   to 0.46 at 120 s, because it lags a policy that is still learning (BENCHMARKS.md "Evaluating the
@@ -40,10 +48,21 @@ gamma 0.99, 16 minibatches), so a spec silent on ``[agent]`` learns in minutes o
 Chosen on the bench's tuning seeds only (``finpod bench skill --first-seed 100``; the reported
 seeds are 0-4). ``policy = "mlp"`` and every other PPOConfig value still work."""
 
-INTRADAY_AGENT_DEFAULTS: dict[str, Any] = {"gamma": 0.99}
+SCORE_FUNCTION_LEARNING_RATE = 3e-3
+"""The default learning rate of an agent without the pathwise term (``pathwise_coef = 0``, or
+``joint`` advantages): PPO's score-function gradients alone, tuned by hand on the bench's old
+reversal market."""
+
+INTRADAY_AGENT_DEFAULTS: dict[str, Any] = {
+    "gamma": 0.99,
+    "pathwise_coef": 0.0,
+    "learning_rate": SCORE_FUNCTION_LEARNING_RATE,
+}
 """What a spec of minute bars (``frequency = "1min"``) gets over :data:`AGENT_DEFAULTS`: gamma 0.99,
-a horizon of about 100 bars. A myopic agent (gamma 0) sees a purchase's full cost in one bar's
-reward but only one minute of the position's return: on the skill bench's minute20 case (0.2 % fee,
+a horizon of about 100 bars, and no pathwise term (it differentiates one bar's reward, and was
+measured on daily bars only), so the score-function learning rate. A myopic agent (gamma 0) sees a
+purchase's full cost in one bar's reward but only one minute of the position's return: on the skill
+bench's minute20 case (0.2 % fee,
 1 % band) it stayed in cash or churned (best - equal weight -0.17, +0.03, -1.91 Sharpe on seeds 0-2),
 and with gamma 0.99 searched in [0.9, 0.999] it tracked equal weight (+0.03, +0.01, -0.11);
 BENCHMARKS.md "Per-asset advantages". The tournament's gamma search moves with it
@@ -56,6 +75,9 @@ FIXES: dict[str, str] = {
     "h_term_coef": "set agent.h_term_coef to 0 (H-term off) or a positive weight such as 0.125",
     "h_term_trajectories": "set agent.h_term_trajectories to the trajectories the H-term keeps, e.g. 32",
     "eval_average": "set agent.eval_average to a decay per round in [0, 1), e.g. 0.9 (0: no average)",
+    "pathwise_coef": "set agent.pathwise_coef = 0 (off), or use it with advantages 'entity' (policy "
+    "'cross_sectional', env.action_mode 'weights')",
+    "pathwise_risk": "set agent.pathwise_risk to a tracking-error aversion >= 0, e.g. 0.01",
 }
 """The fix a one-line error suggests for fields whose valid values need more than the range."""
 
@@ -63,16 +85,28 @@ FIXES: dict[str, str] = {
 def agent_defaults(
     agent: Mapping[str, Any], action_mode: str = "weights", frequency: str = "1d"
 ) -> dict[str, Any]:
-    """:data:`AGENT_DEFAULTS` for an ``[agent]`` table: per-asset advantages only where they apply (the
-    cross-sectional policy trading target weights), else ``advantages = "joint"``; on minute bars
-    (``frequency = "1min"``) with :data:`INTRADAY_AGENT_DEFAULTS` over them."""
+    """:data:`AGENT_DEFAULTS` for an ``[agent]`` table: per-asset advantages and the pathwise term
+    only where they apply (the cross-sectional policy trading target weights), else ``advantages =
+    "joint"`` and ``pathwise_coef = 0``; without the pathwise term the learning rate
+    :data:`SCORE_FUNCTION_LEARNING_RATE`; on minute bars (``frequency = "1min"``) with
+    :data:`INTRADAY_AGENT_DEFAULTS` over them."""
     defaults = dict(AGENT_DEFAULTS)
     if frequency == "1min":
         defaults |= INTRADAY_AGENT_DEFAULTS
     policy = agent.get("policy", defaults["policy"])
     if policy != "cross_sectional" or action_mode != "weights":
         defaults["advantages"] = "joint"
+    if agent.get("advantages", defaults["advantages"]) != "entity":
+        defaults["pathwise_coef"] = 0.0
+    if not uses_pathwise({**defaults, **agent}):
+        defaults["learning_rate"] = SCORE_FUNCTION_LEARNING_RATE
     return defaults
+
+
+def uses_pathwise(agent: Mapping[str, Any]) -> bool:
+    """Whether a complete ``[agent]`` table (defaults included) trains with the pathwise term."""
+    coef = agent.get("pathwise_coef", 0.0)
+    return isinstance(coef, int | float) and not isinstance(coef, bool) and coef > 0.0
 
 
 def ppo_config_from(

@@ -23,7 +23,7 @@ TOURNAMENT_DEFAULTS: dict[str, Any] = {
     "budget_seconds": 120.0,
     "eval_every_rounds": 2,
     "resample_prob": 0.25,
-    "perturb_bounds": {"learning_rate": (1e-4, 3e-2), "gamma": (0.0, 0.99)},
+    "perturb_bounds": {"learning_rate": (3e-5, 1e-3), "gamma": (0.0, 0.99)},
     "pool_schedule": "halving",
     "lag_margin": 0.1,
 }
@@ -37,12 +37,22 @@ there), so a spec that says nothing gets a tournament that learns within two min
 * a validation score every 2 rounds (2 x 8 steps x N envs), so the pool is judged, exploited and
   explored often within the budget;
 * the search space a user would state for a daily portfolio problem: Adam learning rates that
-  train at all, horizons from one bar to about 100 (``gamma`` 0 to 0.99); a child redraws a field
-  from it with probability 0.25 (Ray Tune PBT's resample default), so a poor start is escaped;
+  train at all without fitting the train years' noise within the budget (3e-5 to 1e-3 around the
+  pathwise agent's 1e-4; an agent without the pathwise term searches
+  :data:`SCORE_FUNCTION_TOURNAMENT_DEFAULTS`), horizons from one bar to about 100 (``gamma`` 0 to
+  0.99); a child redraws a field from it with probability 0.25 (Ray Tune PBT's resample default),
+  so a poor start is escaped;
 * a wall budget of 120 s (rounds are a fraction of a second, so the run ends within a few seconds
   of it) with a 2M env-step cap; a spec that must be reproducible on any machine states
   ``budget_env_steps`` and a ``budget_seconds`` it never reaches, as ``strategies/demo.toml`` does.
 """
+
+SCORE_FUNCTION_TOURNAMENT_DEFAULTS: dict[str, Any] = {
+    "perturb_bounds": {"learning_rate": (1e-4, 3e-2), "gamma": (0.0, 0.99)},
+}
+"""What a spec whose agent trains without the pathwise term (``pathwise_coef = 0``, ``joint``
+advantages) gets over :data:`TOURNAMENT_DEFAULTS` when its ``[tournament]`` does not state them:
+learning rates around :data:`finpod.spec.agent.SCORE_FUNCTION_LEARNING_RATE`."""
 
 INTRADAY_TOURNAMENT_DEFAULTS: dict[str, Any] = {
     "perturb_bounds": {"learning_rate": (1e-4, 3e-2), "gamma": (0.9, 0.999)},

@@ -21,12 +21,14 @@ from pydantic import (
 
 from finpod.env.config import EnvConfig
 from finpod.errors import SpecError
-from finpod.spec.agent import ppo_config_from
+from finpod.spec.agent import agent_defaults, ppo_config_from, uses_pathwise
 from finpod.spec.base import Model
 from finpod.spec.merge import deep_merge, drop_none
 from finpod.spec.messages import one_line
 from finpod.spec.sections import (
     INTRADAY_TOURNAMENT_DEFAULTS,
+    SCORE_FUNCTION_TOURNAMENT_DEFAULTS,
+    TOURNAMENT_DEFAULTS,
     DataSpec,
     EnvSpec,
     PaperSpec,
@@ -34,6 +36,19 @@ from finpod.spec.sections import (
     TournamentSpec,
 )
 from podracer.api import MIN_MINIBATCH_SIZE, PPOConfig, TournamentConfig
+
+
+def default_search_defaults(agent: Mapping[str, Any], action_mode: str, frequency: str) -> dict[str, Any]:
+    """What a ``[tournament]`` silent on them gets over :data:`~finpod.spec.sections.TOURNAMENT_DEFAULTS`
+    for this agent: on minute bars gamma searched near 1
+    (:data:`~finpod.spec.sections.INTRADAY_TOURNAMENT_DEFAULTS`); without the pathwise term the
+    score-function learning rates (:data:`~finpod.spec.sections.SCORE_FUNCTION_TOURNAMENT_DEFAULTS`);
+    else nothing."""
+    if frequency == "1min":
+        return INTRADAY_TOURNAMENT_DEFAULTS
+    if uses_pathwise({**agent_defaults(agent, action_mode, frequency), **agent}):
+        return {}
+    return SCORE_FUNCTION_TOURNAMENT_DEFAULTS
 
 
 class Spec(Model):
@@ -97,15 +112,18 @@ class Spec(Model):
 
     @model_validator(mode="before")
     @classmethod
-    def _intraday_search(cls, raw: Any) -> Any:
-        """On minute bars, a ``[tournament]`` silent on ``perturb_bounds`` searches gamma near 1
-        (:data:`~finpod.spec.sections.INTRADAY_TOURNAMENT_DEFAULTS`)."""
-        if not isinstance(raw, dict) or raw.get("frequency") != "1min":
+    def _search_space(cls, raw: Any) -> Any:
+        """A ``[tournament]`` silent on ``perturb_bounds`` searches around the agent it trains
+        (:func:`default_search_defaults`)."""
+        if not isinstance(raw, dict):
             return raw
-        tournament = raw.get("tournament", {})
-        if not isinstance(tournament, dict):
+        tournament, agent, env = (raw.get(key, {}) for key in ("tournament", "agent", "env"))
+        if not isinstance(tournament, dict) or not isinstance(agent, dict) or not isinstance(env, dict):
             return raw
-        missing = {k: v for k, v in INTRADAY_TOURNAMENT_DEFAULTS.items() if k not in tournament}
+        defaults = default_search_defaults(
+            agent, str(env.get("action_mode", "weights")), str(raw.get("frequency", "1d"))
+        )
+        missing = {k: v for k, v in defaults.items() if k not in tournament}
         return {**raw, "tournament": {**tournament, **missing}}
 
     @model_validator(mode="after")
@@ -168,7 +186,18 @@ class Spec(Model):
 
         Example: ``spec.with_(tournament={"budget_env_steps": 10_000}, seed=3)``.
         """
-        merged = deep_merge(self.model_dump(mode="json"), sections)
+        dumped = self.model_dump(mode="json")
+        tournament = sections.get("tournament")
+        if not (isinstance(tournament, dict) and "perturb_bounds" in tournament):
+            # A search space that is the default for this spec's agent is chosen again for the new one
+            # (a --set that turns the pathwise term off searches the score-function learning rates).
+            default = {
+                **TOURNAMENT_DEFAULTS,
+                **default_search_defaults(self.agent, self.env.action_mode, self.frequency),
+            }
+            if self.tournament.perturb_bounds == default["perturb_bounds"]:
+                del dumped["tournament"]["perturb_bounds"]
+        merged = deep_merge(dumped, sections)
         return Spec.from_dict(merged, source=self.source)
 
     # ------------------------------------------------------------------ resolution

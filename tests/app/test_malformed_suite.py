@@ -316,7 +316,7 @@ SPEC_CASES = [
     ),
     Bad(
         "spec_agent_bool_for_float",
-        _spec(_replace("learning_rate = 0.003", "learning_rate = true")),
+        _spec(_replace("learning_rate = 0.0001", "learning_rate = true")),
         ("agent.learning_rate: must be a finite number",),
     ),
     Bad("spec_agent_unknown", _spec(_add_line("agent", "learnin_rate = 0.1")), ("unknown PPO setting",)),

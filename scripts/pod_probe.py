@@ -1,0 +1,81 @@
+"""One pod alone on a skill-bench case: its current policy's validation and held-out skill as it trains.
+
+No tournament and no selection: every ``--every`` rounds the pod's current deterministic policy is
+scored on the validation segment (Sharpe minus equal weight's) and on the held-out years (share of
+the oracle's edge), so learning can be seen apart from the leaderboard's pick (BENCHMARKS.md "The
+reward's own gradient").
+
+    python scripts/pod_probe.py --case daily100-reversal_5-ic05-5bp --seed 100 --env-steps 40960 \
+        --every 20 --set agent.learning_rate=3e-4
+
+Prints one line per probe ``env_steps train_seconds validation_dsharpe held_out_share`` and a JSON
+summary last. One torch thread (as one pod of the bench's tournament).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+import torch
+
+from finpod.bench import skill_bench
+from finpod.data.synth import symbol_names, synth_market
+from finpod.oracle import equal_weight_policy, fit_oracle, returns_sharpe, share_captured
+from finpod.pipeline.inputs import backtest_panel, selection_panel
+from finpod.pipeline.training import deterministic_policy, validation_score
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", required=True, choices=sorted(skill_bench.CASES))
+    parser.add_argument("--seed", type=int, default=100, help="market and agent seed (tuning seeds: 100+)")
+    parser.add_argument("--env-steps", type=int, default=40_960, help="env steps to train")
+    parser.add_argument("--every", type=int, default=20, help="probe every this many rounds")
+    parser.add_argument("--set", action="append", default=[], help="section.key=value, as finpod's --set")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    case = skill_bench.CASES[args.case]
+    spec = skill_bench.bench_spec(
+        case, args.seed, "defaults", ["tournament.budget_env_steps=100000000", *args.set]
+    )
+    bars = synth_market(
+        case.n_symbols,
+        case.n_days,
+        case.frequency,
+        args.seed,
+        case.segments["train"][0],
+        signal=case.signal,
+        alpha_annual=0.0,
+    )
+    symbols = symbol_names(case.n_symbols)
+    selection = selection_panel(spec, bars, symbols, "cpu")
+    full = backtest_panel(spec, bars, symbols, "cpu")
+    device = torch.device("cpu")
+    problem = skill_bench._Problem(spec, selection, full, device, math.nan, math.nan)
+    config = problem.eval_config
+    oracle = returns_sharpe(problem.held_out(fit_oracle(full, case.signal, config, device).policy))
+    equal = returns_sharpe(problem.held_out(equal_weight_policy(case.n_symbols)))
+    equal_validation = validation_score(selection, config, equal_weight_policy(case.n_symbols), device)
+    agent = problem.context.agent_factory(spec.agent_config(), args.seed)
+    env = problem.context.train_env(selection, args.seed)
+    train_seconds, rounds, probes = 0.0, 0, []
+    while agent.env_steps < args.env_steps:
+        start = time.perf_counter()
+        agent.train_round(env)
+        train_seconds += time.perf_counter() - start
+        rounds += 1
+        if rounds % args.every == 0 or agent.env_steps >= args.env_steps:
+            policy = deterministic_policy(agent)
+            validation = validation_score(selection, config, policy, device) - equal_validation
+            share = share_captured(returns_sharpe(problem.held_out(policy)), oracle, equal)
+            probes.append([agent.env_steps, round(train_seconds, 1), round(validation, 2), round(share, 2)])
+            print(*probes[-1], flush=True)
+    summary = {"case": args.case, "seed": args.seed, "set": args.set, "oracle_edge": oracle - equal}
+    print(json.dumps({**summary, "probes": probes}))
+
+
+if __name__ == "__main__":
+    main()

@@ -47,7 +47,8 @@ ENTITY_HOLDINGS: Final[str] = "entity_holdings"
 """Step-info key: ``(N, M)`` each entity's unit action that trades nothing this step (the holdings
 before the step's trades, in the action's units)."""
 ENTITY_COST_RATES: Final[str] = "entity_cost_rates"
-"""Step-info key: ``(N, M)`` reward lost per unit of ``|u_i - holding_i|`` traded this step."""
+"""Step-info key: ``(N, M)``, or ``(N, 1)`` for one rate per env, reward lost per unit of
+``|u_i - holding_i|`` traded this step."""
 
 
 def store_step_inputs(
@@ -63,7 +64,8 @@ def store_step_inputs(
     if not all(isinstance(value, torch.Tensor) for value in reported):
         raise AgentError(
             f"pathwise_coef > 0 needs an env whose step info has {ENTITY_OUTCOMES!r}, {ENTITY_HOLDINGS!r} "
-            f"and {ENTITY_COST_RATES!r} (N, M); fix: set pathwise_coef = 0 with this env, or report them"
+            f"and {ENTITY_COST_RATES!r} (N, M; the rates may be N, 1); fix: set pathwise_coef = 0 with this "
+            "env, or report them"
         )
     for destination, value in zip((outcomes, holdings, cost_rates), reported, strict=True):
         assert isinstance(value, torch.Tensor)
@@ -93,17 +95,22 @@ def pathwise_loss(
         holdings: ``(..., B, M)`` the unit actions that trade nothing.
         cost_rates: ``(..., B, M)`` reward lost per unit traded.
         action_globals: ``K``.
-        risk: the tracking-error aversion (a float, or ``(P, 1)`` per pod).
+        risk: the tracking-error aversion (a float, or ``(P,)`` per pod).
+
+    A batch whose outcomes do not vary (all 0: e.g. orders filled at the close they are scored at)
+    has no scale and no outcome to learn from; its term is 0, not its costs over a zero spread.
     """
     weights = mode_unit[..., action_globals:]
     entities = weights.shape[-1]
-    scale = outcomes.std(dim=(-2, -1), keepdim=True).clamp_min(1e-8)
+    spread = outcomes.std(dim=(-2, -1), keepdim=True)
+    defined = spread > torch.finfo(spread.dtype).tiny
+    scale = torch.where(defined, spread, torch.ones_like(spread))
     excess = ((weights - 1.0 / entities) * outcomes).sum(dim=-1, keepdim=True) / scale
     risk_t = torch.as_tensor(risk, dtype=weights.dtype, device=weights.device)
     if risk_t.dim():
         risk_t = risk_t.reshape(*risk_t.shape, *([1] * (excess.dim() - risk_t.dim())))
     costs = ((weights - holdings).abs() * cost_rates).sum(dim=-1, keepdim=True) / scale
-    objective = excess - 0.5 * entities * risk_t * excess.square() - costs
+    objective = (excess - 0.5 * entities * risk_t * excess.square() - costs) * defined
     return -entities * objective.squeeze(-1).mean(dim=-1)
 
 

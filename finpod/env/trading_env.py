@@ -243,8 +243,9 @@ class TradingEnv:
             ``(obs (N, D), reward (N,), terminated (N,), truncated (N,), info)``; info holds
             ``final_obs`` ``(N, D)``, ``equity_usd``, ``cash_usd``, ``cost_usd``, ``traded_usd``,
             ``bar_index`` (``(N,)``) and ``shares`` ``(N, M)``, all of the step before any reset;
-            with ``entity_info`` (``weights`` mode) also ``entity_outcomes`` and ``entity_costs``
-            ``(N, M)`` (:mod:`finpod.env.entity_outcomes`).
+            with ``entity_info`` (``weights`` mode) also ``entity_outcomes``, ``entity_costs`` and
+            ``entity_holdings`` ``(N, M)`` and ``entity_cost_rates`` ``(N, 1)``
+            (:mod:`finpod.env.entity_outcomes`).
         """
         if actions.shape != (self.num_envs, self.action_dim):
             raise SpecError(

@@ -53,14 +53,11 @@ SCORE_FUNCTION_LEARNING_RATE = 3e-3
 ``joint`` advantages): PPO's score-function gradients alone, tuned by hand on the bench's old
 reversal market."""
 
-INTRADAY_AGENT_DEFAULTS: dict[str, Any] = {
-    "gamma": 0.99,
-    "pathwise_coef": 0.0,
-    "learning_rate": SCORE_FUNCTION_LEARNING_RATE,
-}
+INTRADAY_AGENT_DEFAULTS: dict[str, Any] = {"gamma": 0.99, "pathwise_coef": 0.0}
 """What a spec of minute bars (``frequency = "1min"``) gets over :data:`AGENT_DEFAULTS`: gamma 0.99,
 a horizon of about 100 bars, and no pathwise term (it differentiates one bar's reward, and was
-measured on daily bars only), so the score-function learning rate. A myopic agent (gamma 0) sees a
+measured on daily bars only), so the score-function learning rate (:func:`agent_defaults`; a
+minute spec that turns the term on gets the pathwise learning rate). A myopic agent (gamma 0) sees a
 purchase's full cost in one bar's reward but only one minute of the position's return: on the skill
 bench's minute20 case (0.2 % fee,
 1 % band) it stayed in cash or churned (best - equal weight -0.17, +0.03, -1.91 Sharpe on seeds 0-2),
@@ -98,8 +95,8 @@ def agent_defaults(
         defaults["advantages"] = "joint"
     if agent.get("advantages", defaults["advantages"]) != "entity":
         defaults["pathwise_coef"] = 0.0
-    if not uses_pathwise({**defaults, **agent}):
-        defaults["learning_rate"] = SCORE_FUNCTION_LEARNING_RATE
+    pathwise = uses_pathwise({**defaults, **agent})
+    defaults["learning_rate"] = AGENT_DEFAULTS["learning_rate"] if pathwise else SCORE_FUNCTION_LEARNING_RATE
     return defaults
 
 

@@ -51,6 +51,17 @@ def default_search_defaults(agent: Mapping[str, Any], action_mode: str, frequenc
     return SCORE_FUNCTION_TOURNAMENT_DEFAULTS
 
 
+def _default_bounds(
+    agent: Mapping[str, Any], action_mode: str, frequency: str
+) -> dict[str, tuple[float, float]]:
+    """The ``perturb_bounds`` a ``[tournament]`` silent on them gets for this agent."""
+    searched: dict[str, tuple[float, float]] = {
+        **TOURNAMENT_DEFAULTS,
+        **default_search_defaults(agent, action_mode, frequency),
+    }["perturb_bounds"]
+    return searched
+
+
 class Spec(Model):
     """A strategy: data, universe, segments, env, agent, tournament, seed and device.
 
@@ -187,17 +198,25 @@ class Spec(Model):
         Example: ``spec.with_(tournament={"budget_env_steps": 10_000}, seed=3)``.
         """
         dumped = self.model_dump(mode="json")
-        tournament = sections.get("tournament")
-        if not (isinstance(tournament, dict) and "perturb_bounds" in tournament):
-            # A search space that is the default for this spec's agent is chosen again for the new one
-            # (a --set that turns the pathwise term off searches the score-function learning rates).
-            default = {
-                **TOURNAMENT_DEFAULTS,
-                **default_search_defaults(self.agent, self.env.action_mode, self.frequency),
-            }
-            if self.tournament.perturb_bounds == default["perturb_bounds"]:
-                del dumped["tournament"]["perturb_bounds"]
-        merged = deep_merge(dumped, sections)
+        # A search space equal to the default for this spec's agent is chosen again for the new one
+        # (a --set that turns the pathwise term off searches the score-function learning rates), and
+        # a partial perturb_bounds in ``sections`` is merged into that new default.
+        if self.tournament.perturb_bounds == _default_bounds(
+            self.agent, self.env.action_mode, self.frequency
+        ):
+            del dumped["tournament"]["perturb_bounds"]
+            merged = deep_merge(dumped, sections)
+            stated = merged.get("tournament", {}).get("perturb_bounds")
+            if isinstance(stated, dict):
+                env = merged.get("env", {})
+                fresh = _default_bounds(
+                    merged.get("agent", {}),
+                    str(env.get("action_mode", "weights")),
+                    str(merged.get("frequency")),
+                )
+                merged["tournament"]["perturb_bounds"] = {**fresh, **stated}
+        else:
+            merged = deep_merge(dumped, sections)
         return Spec.from_dict(merged, source=self.source)
 
     # ------------------------------------------------------------------ resolution

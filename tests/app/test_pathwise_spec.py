@@ -59,6 +59,7 @@ def test_minute_bars_keep_the_score_function_agent_and_a_spec_may_turn_it_on() -
         {"name": "m", "frequency": "1min", "segments": SEGMENTS, "agent": {"pathwise_coef": 2.0}}
     )
     assert on.agent_config().pathwise_coef == 2.0
+    assert on.agent_config().learning_rate == 1e-4  # the rate that goes with the term
 
 
 def test_a_set_that_turns_the_term_off_moves_a_default_search_but_not_a_stated_one() -> None:
@@ -70,6 +71,9 @@ def test_a_set_that_turns_the_term_off_moves_a_default_search_but_not_a_stated_o
     assert kept == {"learning_rate": (1e-5, 1e-4)}
     merged = _spec().with_(tournament={"perturb_bounds": {"gamma": [0.5, 0.9]}})
     assert merged.tournament_config().perturb_bounds == {**PATHWISE_SEARCH, "gamma": (0.5, 0.9)}
+    both = _spec().with_(agent={"pathwise_coef": 0.0}, tournament={"perturb_bounds": {"gamma": [0.5, 0.9]}})
+    assert both.agent_config().learning_rate == SCORE_FUNCTION_LEARNING_RATE
+    assert both.tournament_config().perturb_bounds == {**SCORE_FUNCTION_SEARCH, "gamma": (0.5, 0.9)}
 
 
 def test_a_spec_s_own_values_are_kept(tmp_path: Path) -> None:

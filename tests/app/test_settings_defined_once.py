@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from finpod.env.config import EnvConfig
 from finpod.spec import AGENT_DEFAULTS, EnvSpec, Spec, TournamentSpec
-from finpod.spec.agent import INTRADAY_AGENT_DEFAULTS
+from finpod.spec.agent import INTRADAY_AGENT_DEFAULTS, SCORE_FUNCTION_LEARNING_RATE
 from finpod.spec.sections import INTRADAY_TOURNAMENT_DEFAULTS, TOURNAMENT_DEFAULTS
 from podracer.api import PPOConfig, TournamentConfig
 
@@ -101,7 +101,11 @@ def test_a_spec_of_defaults_builds_the_dataclasses_defaults() -> None:
 def test_a_spec_of_minute_bars_gets_the_intraday_defaults_over_finpod_s() -> None:
     daily = Spec.from_dict({"name": "daily", "frequency": "1d", "segments": SEGMENTS})
     minute = Spec.from_dict({"name": "minute", "frequency": "1min", "segments": SEGMENTS})
-    expected_agent = {**dataclasses.asdict(daily.agent_config()), **INTRADAY_AGENT_DEFAULTS}
+    expected_agent = {
+        **dataclasses.asdict(daily.agent_config()),
+        **INTRADAY_AGENT_DEFAULTS,
+        "learning_rate": SCORE_FUNCTION_LEARNING_RATE,  # no pathwise term on minute bars
+    }
     assert dataclasses.asdict(minute.agent_config()) == expected_agent
     assert minute.resolved_dict()["agent"]["gamma"] == INTRADAY_AGENT_DEFAULTS["gamma"]
     assert minute.tournament_config() == dataclasses.replace(

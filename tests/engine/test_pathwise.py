@@ -68,6 +68,20 @@ def test_the_loss_is_m_times_the_mean_objective_by_hand() -> None:
     torch.testing.assert_close(per_pod, expected.reshape(1))
 
 
+def test_a_batch_whose_outcomes_do_not_vary_contributes_nothing() -> None:
+    """All outcomes 0 (orders filled at the close they are scored at): no scale, no term, rather
+    than the costs divided by a zero spread."""
+    mode = torch.softmax(torch.randn(3, 8, 5, requires_grad=True), dim=-1)
+    outcomes = torch.zeros(3, 8, 4)
+    outcomes[1] = torch.randn(8, 4)  # one pod of three has outcomes
+    holdings, rates = torch.full((3, 8, 4), 0.25), torch.full((3, 8, 4), 0.002)
+    loss = pathwise_loss(mode, outcomes, holdings, rates, 1, torch.tensor([0.01, 0.01, 0.01]))
+    assert torch.isfinite(loss).all()
+    assert float(loss[0]) == 0.0
+    assert float(loss[2]) == 0.0
+    assert float(loss[1]) != 0.0
+
+
 def _fit_free_scores(
     mean_outcomes: torch.Tensor, risk: float, holdings: torch.Tensor | None = None, cost: float = 0.0
 ) -> torch.Tensor:

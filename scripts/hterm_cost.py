@@ -19,11 +19,9 @@ import time
 
 import torch
 
-from finpod.bench.skill_bench import CASES, bench_spec
+from finpod.bench.skill_bench import CASES, bench_spec, case_panels
 from finpod.data.signals import SignalSpec
-from finpod.data.synth import symbol_names, synth_market
 from finpod.pipeline.context import RunContext
-from finpod.pipeline.inputs import selection_panel
 
 
 def main() -> None:
@@ -41,16 +39,7 @@ def main() -> None:
         CASES[args.case], signal=SignalSpec(CASES[args.case].signal.kind, args.signal_strength)
     )
     spec = bench_spec(case, args.seed, "good")
-    bars = synth_market(
-        case.n_symbols,
-        case.n_days,
-        case.frequency,
-        args.seed,
-        case.segments["train"][0],
-        signal=case.signal,
-        alpha_annual=0.0,
-    )
-    panel = selection_panel(spec, bars, symbol_names(case.n_symbols), "cpu")
+    panel, _ = case_panels(case, args.seed, spec)
     context = RunContext.of(spec, panel, torch.device("cpu"))
     make = context.agent_factory
     coefs = [0.0, *args.coef]

@@ -22,9 +22,7 @@ import time
 import torch
 
 from finpod.bench import skill_bench
-from finpod.data.synth import symbol_names, synth_market
 from finpod.oracle import equal_weight_policy, fit_oracle, returns_sharpe, share_captured
-from finpod.pipeline.inputs import backtest_panel, selection_panel
 from finpod.pipeline.training import deterministic_policy, validation_score
 
 
@@ -41,18 +39,7 @@ def main() -> None:
     spec = skill_bench.bench_spec(
         case, args.seed, "defaults", ["tournament.budget_env_steps=100000000", *args.set]
     )
-    bars = synth_market(
-        case.n_symbols,
-        case.n_days,
-        case.frequency,
-        args.seed,
-        case.segments["train"][0],
-        signal=case.signal,
-        alpha_annual=0.0,
-    )
-    symbols = symbol_names(case.n_symbols)
-    selection = selection_panel(spec, bars, symbols, "cpu")
-    full = backtest_panel(spec, bars, symbols, "cpu")
+    selection, full = skill_bench.case_panels(case, args.seed, spec)
     device = torch.device("cpu")
     problem = skill_bench._Problem(spec, selection, full, device, math.nan, math.nan)
     config = problem.eval_config

@@ -458,6 +458,27 @@ _RUNNERS: Final[dict[str, Callable[[_Problem], tuple[dict[str, Policy], int]]]] 
 }
 
 
+def case_bars(case: SkillCase, seed: int) -> pd.DataFrame:
+    """The synthetic market of ``case`` drawn with ``seed`` (bars of every segment)."""
+    return synth_market(
+        case.n_symbols,
+        case.n_days,
+        case.frequency,
+        seed,
+        case.segments["train"][0],
+        signal=case.signal,
+        alpha_annual=0.0,
+    )
+
+
+def case_panels(case: SkillCase, seed: int, spec: Spec) -> tuple[Panel, Panel]:
+    """``(selection, full)`` panels of ``case``'s market for ``seed``: train and validation only (what
+    a contender sees), and every segment (the held-out years' scores)."""
+    bars = case_bars(case, seed)
+    symbols = symbol_names(case.n_symbols)
+    return selection_panel(spec, bars, symbols, "cpu"), backtest_panel(spec, bars, symbols, "cpu")
+
+
 def run_seed(
     case: SkillCase,
     seed: int,
@@ -478,18 +499,7 @@ def run_seed(
     """
     device = torch.device("cpu")
     base = bench_spec(case, seed, "good", overrides)
-    bars = synth_market(
-        case.n_symbols,
-        case.n_days,
-        case.frequency,
-        seed,
-        case.segments["train"][0],
-        signal=case.signal,
-        alpha_annual=0.0,
-    )
-    symbols = symbol_names(case.n_symbols)
-    selection = selection_panel(base, bars, symbols, "cpu")
-    full = backtest_panel(base, bars, symbols, "cpu")
+    selection, full = case_panels(case, seed, base)
     reference = _Problem(base, selection, full, device, math.nan, math.nan)
     oracle_fit = fit_oracle(full, case.signal, reference.eval_config, device)  # its train segment only
     oracle = returns_sharpe(reference.held_out(oracle_fit.policy))

@@ -7,8 +7,15 @@ import dataclasses
 import pytest
 import torch
 
+from engine._choice_kit import (
+    CHOICE_PPO,
+    ENTITIES,
+    LAYOUT,
+    assert_population_equals_pods_one_by_one,
+    choice_agent,
+    trained_alone,
+)
 from podracer.distributions import LogisticNormalDistribution
-from podracer.entity import EntityLayout
 from podracer.entity_advantage import (
     ENTITY_COSTS,
     ENTITY_OUTCOMES,
@@ -16,33 +23,9 @@ from podracer.entity_advantage import (
     entity_terms,
     with_future,
 )
-from podracer.population import train_population_round
 from podracer.ppo import PPOAgent, PPOConfig
 from podracer.ppo_config import AgentError
-from podracer.toy import EntityChoiceEnv, TargetMatchingEnv
-
-ENTITIES = 16
-LAYOUT = EntityLayout(
-    num_entities=ENTITIES, entity_features=1, entity_extras=0, num_globals=1, action_globals=1
-)
-CHOICE_PPO = PPOConfig(
-    policy="cross_sectional",
-    advantages="entity",
-    rollout_steps=8,
-    learning_rate=3e-3,
-    gamma=0.0,
-    hidden_sizes=(16,),
-    num_minibatches=4,
-    update_epochs=4,
-)
-
-
-def _agent(config: PPOConfig, seed: int) -> PPOAgent:
-    return PPOAgent(LAYOUT.obs_dim, LAYOUT.action_dim, 0.0, 1.0, config, "cpu", seed, layout=LAYOUT)
-
-
-def _choice_env(edge: float = 0.2) -> EntityChoiceEnv:
-    return EntityChoiceEnv(32, ENTITIES, edge, 1.0, 16, "cpu")
+from podracer.toy import TargetMatchingEnv
 
 
 def _share_of_best(agent: PPOAgent) -> float:
@@ -95,7 +78,7 @@ def test_an_env_without_outcomes_is_refused_with_the_fix() -> None:
     dist = LogisticNormalDistribution(torch.zeros(1, 3), torch.zeros(3))
     with pytest.raises(AgentError, match=r"entity_outcomes.*fix: use advantages = 'joint'"):
         entity_terms(dist, torch.zeros(1, 3), {"final_obs": torch.zeros(1, 3)}, action_globals=1)
-    agent = _agent(CHOICE_PPO, 0)
+    agent = choice_agent(CHOICE_PPO, 0)
     layout_env = TargetMatchingEnv(4, LAYOUT.obs_dim, LAYOUT.action_dim, 8, 0.0, 1.0, 0, "cpu")
     with pytest.raises(AgentError, match="entity_outcomes"):
         agent.train_round(layout_env)
@@ -136,23 +119,11 @@ def test_entity_advantages_learn_a_noisy_choice_that_the_joint_advantage_barely_
     for seed in range(2):
         shares = {}
         for name, config in (("joint", joint), ("entity", CHOICE_PPO)):
-            agent, env = _agent(config, seed), _choice_env()
-            for _ in range(30):
-                agent.train_round(env)
-            shares[name] = _share_of_best(agent)
+            shares[name] = _share_of_best(trained_alone(config, seed, rounds=30))
         assert shares["entity"] > 0.4, shares
         assert shares["entity"] > 2.5 * shares["joint"], shares
 
 
 def test_a_population_with_entity_advantages_equals_its_pods_trained_one_by_one() -> None:
     configs = [CHOICE_PPO, dataclasses.replace(CHOICE_PPO, learning_rate=1e-3, clip_coef=0.1, gamma=0.5)]
-    alone = [_agent(config, 3 + index) for index, config in enumerate(configs)]
-    population = [_agent(config, 3 + index) for index, config in enumerate(configs)]
-    envs_alone, envs_pop = [_choice_env(), _choice_env()], [_choice_env(), _choice_env()]
-    for _ in range(4):
-        for agent, env in zip(alone, envs_alone, strict=True):
-            agent.train_round(env)
-        train_population_round(population, envs_pop)
-    for one, other in zip(alone, population, strict=True):
-        for a, b in zip(one.model.parameters(), other.model.parameters(), strict=True):
-            torch.testing.assert_close(a, b, rtol=0.0, atol=1e-5)
+    assert_population_equals_pods_one_by_one(configs)

@@ -7,35 +7,10 @@ import dataclasses
 import pytest
 import torch
 
-from podracer.entity import EntityLayout
+from engine._choice_kit import CHOICE_PPO, ENTITIES, assert_population_equals_pods_one_by_one, trained_alone
 from podracer.pathwise import pathwise_loss, store_step_inputs
-from podracer.population import train_population_round
 from podracer.ppo import PPOAgent, PPOConfig
 from podracer.ppo_config import AgentError
-from podracer.toy import EntityChoiceEnv
-
-ENTITIES = 16
-LAYOUT = EntityLayout(
-    num_entities=ENTITIES, entity_features=1, entity_extras=0, num_globals=1, action_globals=1
-)
-CHOICE_PPO = PPOConfig(
-    policy="cross_sectional",
-    advantages="entity",
-    rollout_steps=8,
-    learning_rate=3e-3,
-    gamma=0.0,
-    hidden_sizes=(16,),
-    num_minibatches=4,
-    update_epochs=4,
-)
-
-
-def _agent(config: PPOConfig, seed: int) -> PPOAgent:
-    return PPOAgent(LAYOUT.obs_dim, LAYOUT.action_dim, 0.0, 1.0, config, "cpu", seed, layout=LAYOUT)
-
-
-def _choice_env(edge: float = 0.2, noise: float = 1.0) -> EntityChoiceEnv:
-    return EntityChoiceEnv(32, ENTITIES, edge, noise, 16, "cpu")
 
 
 def _edge_captured(agent: PPOAgent) -> float:
@@ -143,10 +118,7 @@ def test_the_pathwise_term_learns_a_noisy_choice_about_three_times_as_fast() -> 
     for seed in range(2):
         shares = {}
         for name, config in (("entity", CHOICE_PPO), ("pathwise", pathwise)):
-            agent, env = _agent(config, seed), _choice_env(edge=0.1)
-            for _ in range(10):
-                agent.train_round(env)
-            shares[name] = _edge_captured(agent)
+            shares[name] = _edge_captured(trained_alone(config, seed, rounds=10, edge=0.1))
         assert shares["pathwise"] > 0.4, shares
         assert shares["pathwise"] > 2.0 * shares["entity"], shares
 
@@ -157,14 +129,4 @@ def test_a_population_with_the_pathwise_term_equals_its_pods_trained_one_by_one(
         dataclasses.replace(CHOICE_PPO, pathwise_coef=0.5, pathwise_risk=0.1, learning_rate=1e-3),
         CHOICE_PPO,  # off in one pod of the population
     ]
-    alone = [_agent(config, 3 + index) for index, config in enumerate(configs)]
-    population = [_agent(config, 3 + index) for index, config in enumerate(configs)]
-    envs_alone = [_choice_env() for _ in configs]
-    envs_pop = [_choice_env() for _ in configs]
-    for _ in range(4):
-        for agent, env in zip(alone, envs_alone, strict=True):
-            agent.train_round(env)
-        train_population_round(population, envs_pop)
-    for one, other in zip(alone, population, strict=True):
-        for a, b in zip(one.model.parameters(), other.model.parameters(), strict=True):
-            torch.testing.assert_close(a, b, rtol=0.0, atol=1e-5)
+    assert_population_equals_pods_one_by_one(configs)

@@ -133,6 +133,14 @@ class EntityLayout:
         return cls(**{name: int(value) for name, value in values.items()})
 
 
+def _first_linear(network: nn.Sequential) -> nn.Linear:
+    """The first layer of a network built by :func:`podracer.networks.mlp` or ``mlp_body``."""
+    first = network[0]
+    if not isinstance(first, nn.Linear):
+        raise TypeError(f"expected a network that starts with nn.Linear, got {type(first).__name__}")
+    return first
+
+
 class CrossSectionalActorCritic(nn.Module):
     """Shared per-entity encoders, mean-pooled context, logistic-normal actor and pooled critic.
 
@@ -163,14 +171,27 @@ class CrossSectionalActorCritic(nn.Module):
         self.log_std = nn.Parameter(torch.full((1 + k,), math.log(INITIAL_SCORE_STD)))
 
     def _encode(
-        self, encoder: nn.Module, obs: torch.Tensor
+        self, encoder: nn.Sequential, obs: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(encodings (B, M, H), context (B, H), globals (B, G))``."""
-        entities, globals_ = self.layout.split(obs)
-        per_entity = torch.cat(
-            [entities, globals_.unsqueeze(1).expand(-1, self.layout.num_entities, -1)], dim=2
-        )
-        encoded = encoder(per_entity)
+        """``(encodings (B, M, H), context (B, H), globals (B, G))``.
+
+        The encoder's first layer is applied by input block, ``x W = features W_f + extras W_e +
+        globals W_g``, with the globals' part computed once per row instead of once per entity and
+        no concatenated ``(B, M, F + E + G)`` input (the same function as the layer on the
+        concatenation, summed in another order).
+        """
+        layout = self.layout
+        m, f, e = layout.num_entities, layout.entity_features, layout.entity_extras
+        first = _first_linear(encoder)
+        w_features, w_extras, w_globals = torch.split(first.weight, [f, e, layout.num_globals], dim=1)
+        features = obs[:, : m * f].reshape(-1, m, f)
+        globals_ = obs[:, m * (f + e) :]
+        hidden = nn.functional.linear(features, w_features)
+        if e > 0:
+            extras = obs[:, m * f : m * (f + e)].reshape(obs.shape[0], e, m).transpose(1, 2)
+            hidden += nn.functional.linear(extras, w_extras)
+        hidden += nn.functional.linear(globals_, w_globals, first.bias).unsqueeze(1)
+        encoded = encoder[1:](hidden)
         return encoded, encoded.mean(dim=1), globals_
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -181,14 +202,24 @@ class CrossSectionalActorCritic(nn.Module):
     def distribution(self, obs: torch.Tensor) -> LogisticNormalDistribution:
         """Gaussian scores over ``[K globals, M entities]`` for observations ``(B, D)``."""
         encoded, context, globals_ = self._encode(self.actor_encoder, obs)
-        own_and_context = torch.cat([encoded, context.unsqueeze(1).expand_as(encoded)], dim=2)
-        entity_scores = self.entity_head(own_and_context).squeeze(-1)
+        entity_scores = self._entity_scores(encoded, context)
         bounded = self.log_std.clamp(max=math.log(MAX_SCORE_STD))
         log_std = torch.cat([bounded[1:], bounded[:1].expand(self.layout.num_entities)])
         if self.global_head is None:
             return LogisticNormalDistribution(entity_scores, log_std)
         global_scores = self.global_head(torch.cat([context, globals_], dim=1))
         return LogisticNormalDistribution(torch.cat([global_scores, entity_scores], dim=1), log_std)
+
+    def _entity_scores(self, encoded: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        """Entity scores ``(B, M)``: the entity head on ``[own (B, M, H), context (B, H)]``, its first
+        layer applied by block (``own W_own + context W_context``), so the context's part is
+        computed once per row instead of once per entity (the head's costliest layer, halved)."""
+        first = _first_linear(self.entity_head)
+        width = encoded.shape[-1]
+        w_own, w_context = torch.split(first.weight, [width, width], dim=1)
+        hidden = nn.functional.linear(encoded, w_own)
+        hidden += nn.functional.linear(context, w_context, first.bias).unsqueeze(1)
+        return self.entity_head[1:](hidden).squeeze(-1)
 
     def matmul_flops_per_row(self) -> tuple[int, int]:
         """Multiply-add FLOPs of one forward pass for one observation row (``M`` entities).

@@ -54,6 +54,27 @@ def test_permuting_entities_permutes_the_weights() -> None:
     assert not torch.allclose(weights[:, K:], weights[:, K:].mean(dim=1, keepdim=True))  # not trivially flat
 
 
+def test_block_wise_first_layers_equal_the_layers_on_the_concatenation() -> None:
+    """The encoders' and the entity head's first layers run by input block (globals and context once
+    per row); the function is the documented one: each module on the concatenated inputs."""
+    m = 5
+    net = _scrambled(_net(m))
+    layout = _layout(m)
+    obs = torch.randn(6, layout.obs_dim, generator=torch.Generator().manual_seed(4))
+    entities, globals_ = layout.split(obs)
+    per_entity = torch.cat([entities, globals_.unsqueeze(1).expand(-1, m, -1)], dim=2)
+    encoded = net.actor_encoder(per_entity)
+    context = encoded.mean(dim=1)
+    own_and_context = torch.cat([encoded, context.unsqueeze(1).expand_as(encoded)], dim=2)
+    scores = net.entity_head(own_and_context).squeeze(-1)
+    assert net.global_head is not None
+    global_scores = net.global_head(torch.cat([context, globals_], dim=1))
+    torch.testing.assert_close(net.distribution(obs).loc, torch.cat([global_scores, scores], dim=1))
+    critic_context = net.critic_encoder(per_entity).mean(dim=1)
+    value = net.critic_head(torch.cat([critic_context, globals_], dim=1)).squeeze(-1)
+    torch.testing.assert_close(net.value(obs), value)
+
+
 def test_one_network_for_any_number_of_entities() -> None:
     small, large = _net(5), _net(60)
     count = sum(p.numel() for p in small.parameters())

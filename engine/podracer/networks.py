@@ -181,6 +181,10 @@ class ActorCritic(nn.Module):
         """The policy's action distribution for observations ``(B, D)``."""
         return self.distribution_of(self.actor(obs))
 
+    def distribution_and_value(self, obs: torch.Tensor) -> tuple[BetaPolicyDistribution, torch.Tensor]:
+        """:meth:`distribution` and :meth:`value` of the same observations ``(B, D)``."""
+        return self.distribution(obs), self.value(obs)
+
     def mean_action_of(self, logits: torch.Tensor) -> torch.Tensor:
         """The mean unit action ``(B, A)`` of :meth:`distribution_of` (the deterministic action), in
         four ops for evaluation loops (equal to it to float32 rounding)."""

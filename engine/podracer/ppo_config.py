@@ -36,6 +36,13 @@ of a ``cross_sectional`` policy, from the per-entity outcomes the env reports
 (:mod:`podracer.entity_advantage`)."""
 ADVANTAGE_KINDS: tuple[str, ...] = ("joint", "entity")
 
+CriticFeatures = Literal["own", "actor"]
+"""What a ``cross_sectional`` critic reads: ``own``: its own per-entity encoder, pooled (as the actor
+is built); ``actor``: the actor's pooled context, with the actor's gradient stopped (the value loss
+trains the critic's head only), so the critic costs a head per row instead of a second encoder over
+every entity: about a third of a round's work at ``M = 100`` (:mod:`podracer.entity`)."""
+CRITIC_FEATURES: tuple[str, ...] = ("own", "actor")
+
 MIN_MINIBATCH_SIZE = 2
 """Transitions a minibatch needs at least (advantage normalisation takes a standard deviation)."""
 
@@ -90,6 +97,8 @@ class PPOConfig:
         pathwise_risk: the pathwise term's tracking-error aversion (dimensionless, >= 0): the
             optimal tilt over the uniform weight, in units of that weight, is the predicted
             outcome in standard deviations over ``pathwise_risk``.
+        critic_features: what the critic reads (:data:`CriticFeatures`); ``actor`` needs policy
+            ``cross_sectional``.
     """
 
     rollout_steps: int = 64
@@ -120,6 +129,7 @@ class PPOConfig:
     eval_average: float = 0.0
     pathwise_coef: float = 0.0
     pathwise_risk: float = 0.01
+    critic_features: CriticFeatures = "own"
 
     PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {
         "learning_rate": (1e-5, 3e-3),
@@ -189,6 +199,15 @@ class PPOConfig:
         if self.pathwise_coef > 0.0 and self.advantages != "entity":
             raise AgentError(
                 f"PPOConfig.pathwise_coef > 0 needs advantages 'entity', got advantages {self.advantages!r}"
+            )
+        if self.critic_features not in CRITIC_FEATURES:
+            raise AgentError(
+                f"PPOConfig.critic_features must be 'own' or 'actor', got {self.critic_features!r}"
+            )
+        if self.critic_features == "actor" and self.policy != "cross_sectional":
+            raise AgentError(
+                "PPOConfig.critic_features 'actor' needs policy 'cross_sectional', "
+                f"got policy {self.policy!r}"
             )
         if self.activation not in ("tanh", "relu", "elu"):
             raise AgentError(f"PPOConfig.activation must be 'tanh', 'relu' or 'elu', got {self.activation!r}")
@@ -269,7 +288,9 @@ def build_model(
             f"entity layout describes obs_dim={layout.obs_dim}, action_dim={layout.action_dim}; "
             f"the agent has {obs_dim}, {action_dim}"
         )
-    return CrossSectionalActorCritic(layout, config.hidden_sizes, config.activation, seed)
+    return CrossSectionalActorCritic(
+        layout, config.hidden_sizes, config.activation, seed, critic_features=config.critic_features
+    )
 
 
 def build_optimizer(model: torch.nn.Module, config: PPOConfig) -> torch.optim.Adam:
@@ -280,10 +301,12 @@ def build_optimizer(model: torch.nn.Module, config: PPOConfig) -> torch.optim.Ad
 
 __all__ = [
     "ADVANTAGE_KINDS",
+    "CRITIC_FEATURES",
     "MIN_MINIBATCH_SIZE",
     "POLICY_KINDS",
     "AdvantageKind",
     "AgentError",
+    "CriticFeatures",
     "LrSchedule",
     "PPOConfig",
     "PolicyKind",

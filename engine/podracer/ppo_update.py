@@ -87,7 +87,7 @@ def ppo_update(
         minibatches = order.tensor_split(cfg.num_minibatches)
         for idx in minibatches:
             mb_obs, mb_old_values, mb_returns = obs[idx], old_values[idx], returns[idx]
-            dist = model.distribution(mb_obs)
+            dist, new_values = model.distribution_and_value(mb_obs)
             adv = advantages[idx]
             if cfg.normalize_advantages:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
@@ -123,7 +123,6 @@ def ppo_update(
                     -adv * ratio, -adv * ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
                 ).mean()
 
-            new_values = model.value(mb_obs)
             value_error = (new_values - mb_returns).square()
             if cfg.clip_value:
                 clipped = mb_old_values + (new_values - mb_old_values).clamp(

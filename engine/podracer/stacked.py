@@ -38,6 +38,7 @@ STRUCTURE_FIELDS: tuple[str, ...] = (
     "normalize_advantages",
     "obs_clip",
     "clip_value",
+    "critic_features",
 )
 """PPOConfig fields every pod of one population must share (the others may differ per pod)."""
 
@@ -78,16 +79,17 @@ class _Heads(nn.Module):
         self.with_value = with_value
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        out: tuple[torch.Tensor, ...] = ()
-        if self.with_dist:
-            dist = self.net.distribution(obs)
-            if isinstance(dist, BetaPolicyDistribution):
-                out = (dist.alpha, dist.beta)
-            else:
-                out = (dist.loc, dist.log_std)
+        if not self.with_dist:
+            return (self.net.value(obs),)
         if self.with_value:
-            out = (*out, self.net.value(obs))
-        return out
+            dist, value = self.net.distribution_and_value(obs)
+        else:
+            dist = self.net.distribution(obs)
+        if isinstance(dist, BetaPolicyDistribution):
+            out: tuple[torch.Tensor, ...] = (dist.alpha, dist.beta)
+        else:
+            out = (dist.loc, dist.log_std)
+        return (*out, value) if self.with_value else out
 
 
 class StackedModel:

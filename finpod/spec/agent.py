@@ -19,6 +19,7 @@ AGENT_DEFAULTS: dict[str, Any] = {
     "gamma": 0.0,
     "num_minibatches": 4,
     "pathwise_coef": 1.0,
+    "critic_features": "actor",
 }
 """finpod's defaults for ``[agent]`` fields where podracer's domain-free defaults do not suit a
 portfolio (podracer's: a flat MLP of 512 x 512, one advantage per step, 64-step rollouts, lr 3e-4,
@@ -40,6 +41,10 @@ on a laptop CPU:
   fitted the train years' noise), 3e-3 without it (:data:`SCORE_FUNCTION_LEARNING_RATE`). The
   tournament searches the learning rate and gamma around them
   (:data:`finpod.spec.sections.TOURNAMENT_DEFAULTS`);
+* a critic that reads the actor's pooled context (``critic_features = "actor"``, gradient stopped)
+  instead of encoding every asset a second time: the same learning per env step on the bench's
+  tuning seeds, 1.3-1.4x the env steps per second at M = 100 (BENCHMARKS.md "A critic on the
+  actor's context"); the ``mlp`` policy and minute bars keep their own critic encoder;
 * evaluation of the current weights (``eval_average`` 0): an average of the last ten rounds'
   weights (0.9) helped on the tuning seeds but lowered the reported seeds' median share from 0.65
   to 0.46 at 120 s, because it lags a policy that is still learning (BENCHMARKS.md "Evaluating the
@@ -53,7 +58,7 @@ SCORE_FUNCTION_LEARNING_RATE = 3e-3
 ``joint`` advantages): PPO's score-function gradients alone, tuned by hand on the bench's old
 reversal market."""
 
-INTRADAY_AGENT_DEFAULTS: dict[str, Any] = {"gamma": 0.99, "pathwise_coef": 0.0}
+INTRADAY_AGENT_DEFAULTS: dict[str, Any] = {"gamma": 0.99, "pathwise_coef": 0.0, "critic_features": "own"}
 """What a spec of minute bars (``frequency = "1min"``) gets over :data:`AGENT_DEFAULTS`: gamma 0.99,
 a horizon of about 100 bars, and no pathwise term (it differentiates one bar's reward, and was
 measured on daily bars only), so the score-function learning rate (:func:`agent_defaults`; a
@@ -63,7 +68,9 @@ bench's minute20 case (0.2 % fee,
 1 % band) it stayed in cash or churned (best - equal weight -0.17, +0.03, -1.91 Sharpe on seeds 0-2),
 and with gamma 0.99 searched in [0.9, 0.999] it tracked equal weight (+0.03, +0.01, -0.11);
 BENCHMARKS.md "Per-asset advantages". The tournament's gamma search moves with it
-(:data:`finpod.spec.sections.INTRADAY_TOURNAMENT_DEFAULTS`)."""
+(:data:`finpod.spec.sections.INTRADAY_TOURNAMENT_DEFAULTS`). Its critic keeps its own encoder
+(``critic_features = "own"``): at gamma 0.99 the values carry the GAE, and the actor's context was
+measured on daily bars only."""
 
 JOINT_ONLY_FIX = "set agent.advantages = 'joint' (or policy 'cross_sectional' with env.action_mode 'weights')"
 
@@ -75,6 +82,8 @@ FIXES: dict[str, str] = {
     "pathwise_coef": "set agent.pathwise_coef = 0 (off), or use it with advantages 'entity' (policy "
     "'cross_sectional', env.action_mode 'weights')",
     "pathwise_risk": "set agent.pathwise_risk to a tracking-error aversion >= 0, e.g. 0.01",
+    "critic_features": "set agent.critic_features = 'own' (the critic's own encoder) or 'actor' (the "
+    "actor's pooled context; policy 'cross_sectional' only)",
 }
 """The fix a one-line error suggests for fields whose valid values need more than the range."""
 
@@ -84,13 +93,16 @@ def agent_defaults(
 ) -> dict[str, Any]:
     """:data:`AGENT_DEFAULTS` for an ``[agent]`` table: per-asset advantages and the pathwise term
     only where they apply (the cross-sectional policy trading target weights), else ``advantages =
-    "joint"`` and ``pathwise_coef = 0``; without the pathwise term the learning rate
+    "joint"`` and ``pathwise_coef = 0``; the critic on the actor's context only for the
+    cross-sectional policy; without the pathwise term the learning rate
     :data:`SCORE_FUNCTION_LEARNING_RATE`; on minute bars (``frequency = "1min"``) with
     :data:`INTRADAY_AGENT_DEFAULTS` over them."""
     defaults = dict(AGENT_DEFAULTS)
     if frequency == "1min":
         defaults |= INTRADAY_AGENT_DEFAULTS
     policy = agent.get("policy", defaults["policy"])
+    if policy != "cross_sectional":
+        defaults["critic_features"] = "own"
     if policy != "cross_sectional" or action_mode != "weights":
         defaults["advantages"] = "joint"
     if agent.get("advantages", defaults["advantages"]) != "entity":

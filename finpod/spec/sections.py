@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from pydantic import (
     Field,
@@ -60,6 +60,17 @@ INTRADAY_TOURNAMENT_DEFAULTS: dict[str, Any] = {
 """What a spec of minute bars (``frequency = "1min"``) gets over :data:`TOURNAMENT_DEFAULTS` when its
 ``[tournament]`` does not state them: gamma searched over horizons of 10 to 1,000 bars around the
 intraday agent's 0.99 (:data:`finpod.spec.agent.INTRADAY_AGENT_DEFAULTS`)."""
+
+
+DAILY_VALIDATION_CHUNKS: Final[int] = 16
+"""Validation chunks of a daily spec silent on them: the demo's pods spent a third of their round time
+scoring a half-year of daily bars one bar at a time, and 7 % as 16 chunks side by side; the picked
+trader and its backtest were the same (BENCHMARKS.md "Scoring validation in chunks")."""
+DAILY_VALIDATION_WARMUP_BARS: Final[int] = 5
+"""A daily chunk's unscored lead-in: a weights policy without a band holds its targets after one bar."""
+INTRADAY_VALIDATION_DEFAULTS: dict[str, Any] = {"validation_chunks": 1, "validation_warmup_bars": 390}
+"""What a spec of minute bars silent on them gets: one continuous pass (a spec at the paper's scale
+states its chunks, as ``strategies/nasdaq100_minute.toml`` does: 64), and a session of warm-up."""
 
 
 def _env_default(name: str) -> Any:
@@ -389,20 +400,22 @@ class TournamentSpec(Model):
         3, ge=1, description="distinct lineages whose best agents the ensemble trader averages", examples=[3]
     )
     validation_chunks: int = Field(
-        1,
+        DAILY_VALIDATION_CHUNKS,
         ge=1,
         le=4096,
         description="score validation as up to this many contiguous chunks of the segment traded side "
         "by side in one batched env, each warmed up on the validation_warmup_bars before it, their "
         "returns stitched: about this many times fewer sequential steps, an approximation of the "
-        "continuous pass (1 = one continuous pass, exact; backtests are always continuous)",
+        "continuous pass (1 = one continuous pass, exact; backtests are always continuous); "
+        f"default {DAILY_VALIDATION_CHUNKS} on daily bars, 1 on minute bars",
         examples=[64],
     )
     validation_warmup_bars: int = Field(
-        390,
+        DAILY_VALIDATION_WARMUP_BARS,
         ge=0,
         description="unscored bars each validation chunk but the first trades before its own "
-        "(validation_chunks > 1), so its portfolio is the policy's, not all cash",
+        "(validation_chunks > 1), so its portfolio is the policy's, not all cash; default "
+        f"{DAILY_VALIDATION_WARMUP_BARS} on daily bars, 390 (a session) on minute bars",
         examples=[390],
     )
     backend: Literal["auto", "local", "population", "ray"] = Field(

@@ -27,6 +27,7 @@ from finpod.spec.merge import deep_merge, drop_none
 from finpod.spec.messages import one_line
 from finpod.spec.sections import (
     INTRADAY_TOURNAMENT_DEFAULTS,
+    INTRADAY_VALIDATION_DEFAULTS,
     SCORE_FUNCTION_TOURNAMENT_DEFAULTS,
     TOURNAMENT_DEFAULTS,
     DataSpec,
@@ -125,15 +126,17 @@ class Spec(Model):
     @classmethod
     def _search_space(cls, raw: Any) -> Any:
         """A ``[tournament]`` silent on ``perturb_bounds`` searches around the agent it trains
-        (:func:`default_search_defaults`)."""
+        (:func:`default_search_defaults`); on minute bars one silent on the validation chunks scores
+        in one continuous pass (:data:`~finpod.spec.sections.INTRADAY_VALIDATION_DEFAULTS`)."""
         if not isinstance(raw, dict):
             return raw
         tournament, agent, env = (raw.get(key, {}) for key in ("tournament", "agent", "env"))
         if not isinstance(tournament, dict) or not isinstance(agent, dict) or not isinstance(env, dict):
             return raw
-        defaults = default_search_defaults(
-            agent, str(env.get("action_mode", "weights")), str(raw.get("frequency", "1d"))
-        )
+        frequency = str(raw.get("frequency", "1d"))
+        defaults = default_search_defaults(agent, str(env.get("action_mode", "weights")), frequency)
+        if frequency == "1min":
+            defaults = {**defaults, **INTRADAY_VALIDATION_DEFAULTS}
         missing = {k: v for k, v in defaults.items() if k not in tournament}
         return {**raw, "tournament": {**tournament, **missing}}
 

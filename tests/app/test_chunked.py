@@ -102,3 +102,50 @@ def test_reset_at_refuses_starts_without_room_for_an_episode(minute_panel: Panel
         env.reset_at(torch.tensor([first, stop - 100]))
     with pytest.raises(SpecError, match="int64 start bars of shape"):
         env.reset_at(torch.tensor([first]))
+
+
+@pytest.fixture(scope="module")
+def daily_panel() -> Panel:
+    """20 synthetic symbols, daily bars: two years to train, a half-year to validate (the demo's shape)."""
+    bars = synth_market(20, 650, "1d", seed=5, start="2016-01-04")
+    segments = {
+        "train": (dt.date(2016, 1, 4), dt.date(2017, 12, 29)),
+        "validation": (dt.date(2018, 1, 2), dt.date(2018, 6, 29)),
+    }
+    return build_panel(
+        bars,
+        freq="1d",
+        start=dt.date(2016, 1, 4),
+        end=dt.date(2018, 6, 29),
+        segments=segments,
+        device=CPU,
+        benchmark_symbol=None,
+    )
+
+
+def test_a_daily_spec_s_default_chunks_score_as_the_continuous_pass_does(daily_panel: Panel) -> None:
+    """finpod's daily defaults (16 chunks, 5 bars of warm-up; ``finpod.spec.sections``): a weights
+    policy without a band holds its targets a bar after a chunk starts in cash, so the chunked score
+    of finpod's default cross-sectional agent is the continuous one to within float rounding of
+    the stitched curve's levels."""
+    from finpod.spec.agent import ppo_config_from
+    from finpod.spec.sections import DAILY_VALIDATION_CHUNKS, DAILY_VALIDATION_WARMUP_BARS
+
+    config = EnvConfig(fee_rate=0.0005)
+    start, stop = daily_panel.segment("validation")
+    plan = chunk_plan(stop - start, DAILY_VALIDATION_CHUNKS, DAILY_VALIDATION_WARMUP_BARS)
+    assert DAILY_VALIDATION_CHUNKS // 2 < plan.num_chunks <= DAILY_VALIDATION_CHUNKS
+    assert plan.steps < (stop - start) / 4  # the point: several times fewer sequential steps
+    make = agent_factory(EnvShape.of(daily_panel.num_assets, daily_panel.num_features, "weights"), CPU)
+    for seed in (1, 2):
+        policy = deterministic_policy(make(ppo_config_from({}), seed=seed))
+        continuous = validation_score(daily_panel, config, policy, CPU)
+        chunked = validation_score(
+            daily_panel,
+            config,
+            policy,
+            CPU,
+            chunks=DAILY_VALIDATION_CHUNKS,
+            warmup_bars=DAILY_VALIDATION_WARMUP_BARS,
+        )
+        assert chunked == pytest.approx(continuous, abs=1e-6)  # measured: within 2e-9

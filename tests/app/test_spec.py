@@ -181,3 +181,22 @@ def test_tournament_settings_reach_the_engine() -> None:
     assert config.torch_threads_per_pod == 2
     assert config.perturb_bounds["gamma"] == (0.98, 0.995)
     assert config.seed == spec.seed
+
+
+def test_validation_chunks_default_by_bar_size_and_a_stated_value_is_kept() -> None:
+    segments = {
+        "train": ["2016-01-04", "2017-12-29"],
+        "validation": ["2018-01-02", "2018-06-29"],
+        "backtest": ["2018-07-02", "2018-12-31"],
+    }
+
+    def chunks(frequency: str, **tournament: int) -> tuple[int, int]:
+        spec = Spec.from_dict(
+            {"name": "c", "frequency": frequency, "segments": segments, "tournament": tournament}
+        )
+        return spec.tournament.validation_chunks, spec.tournament.validation_warmup_bars
+
+    assert chunks("1d") == (16, 5)
+    assert chunks("1min") == (1, 390)
+    assert chunks("1d", validation_chunks=1) == (1, 5)
+    assert chunks("1min", validation_chunks=64) == (64, 390)

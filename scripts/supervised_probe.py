@@ -113,6 +113,8 @@ def main() -> None:
         )
 
     model = best[1]
+    with torch.no_grad():
+        held_out_ic = _ic(model(features[rows("backtest")]).squeeze(-1), outcome[rows("backtest")])
 
     def scores(batch: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
@@ -125,6 +127,7 @@ def main() -> None:
         "seed": args.seed,
         "best_epoch": best[2],
         "validation_ic": round(best[0], 4),
+        "held_out_ic": round(held_out_ic, 4),
         "true_predictor_ic": true_ics,
         "tilt": tilt.params.to_json(),
         "fit_segment": args.fit_segment,

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 
 import torch
 
 from finpod.bench import skill_bench
-from finpod.oracle import equal_weight_policy, fit_oracle, returns_sharpe, share_captured
+from finpod.oracle import equal_weight_policy, returns_sharpe, share_captured
 from finpod.pipeline.training import deterministic_policy, validation_score
 
 
@@ -35,16 +34,10 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="section.key=value, as finpod's --set")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    case = skill_bench.CASES[args.case]
-    spec = skill_bench.bench_spec(
-        case, args.seed, "defaults", ["tournament.budget_env_steps=100000000", *args.set]
-    )
-    selection, full = skill_bench.case_panels(case, args.seed, spec)
-    device = torch.device("cpu")
-    problem = skill_bench._Problem(spec, selection, full, device, math.nan, math.nan)
+    case, problem = skill_bench.probe_problem(args.case, args.seed, args.set)
+    spec, selection, device = problem.spec, problem.selection, problem.device
     config = problem.eval_config
-    oracle = returns_sharpe(problem.held_out(fit_oracle(full, case.signal, config, device).policy))
-    equal = returns_sharpe(problem.held_out(equal_weight_policy(case.n_symbols)))
+    oracle, equal = problem.oracle_sharpe, problem.equal_weight_sharpe
     equal_validation = validation_score(selection, config, equal_weight_policy(case.n_symbols), device)
     agent = problem.context.agent_factory(spec.agent_config(), args.seed)
     env = problem.context.train_env(selection, args.seed)

@@ -29,7 +29,7 @@ from torch import nn
 
 from finpod.bench import skill_bench
 from finpod.linear_baseline import fit_linear_trader
-from finpod.oracle import equal_weight_policy, fit_oracle, returns_sharpe, share_captured, signal_scores
+from finpod.oracle import returns_sharpe, share_captured, signal_scores
 from finpod.tilt import fit_tilt, tilt_policy
 
 WARMUP_BARS = 60
@@ -56,14 +56,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
-    case = skill_bench.CASES[args.case]
-    spec = skill_bench.bench_spec(case, args.seed, "defaults", ["tournament.budget_env_steps=100000000"])
-    selection, full = skill_bench.case_panels(case, args.seed, spec)
-    device = torch.device("cpu")
-    problem = skill_bench._Problem(spec, selection, full, device, math.nan, math.nan)
+    case, problem = skill_bench.probe_problem(args.case, args.seed)
+    selection, full, device = problem.selection, problem.full, problem.device
     config = problem.eval_config
-    oracle = returns_sharpe(problem.held_out(fit_oracle(full, case.signal, config, device).policy))
-    equal = returns_sharpe(problem.held_out(equal_weight_policy(case.n_symbols)))
+    oracle, equal = problem.oracle_sharpe, problem.equal_weight_sharpe
     linear = returns_sharpe(problem.held_out(fit_linear_trader(selection, config, device).policy))
 
     features = full.features  # (T, M, F)

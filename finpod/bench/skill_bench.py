@@ -481,6 +481,24 @@ def case_panels(case: SkillCase, seed: int, spec: Spec) -> tuple[Panel, Panel]:
     return selection_panel(spec, bars, symbols, "cpu"), backtest_panel(spec, bars, symbols, "cpu")
 
 
+def probe_problem(case_name: str, seed: int, overrides: Sequence[str] = ()) -> tuple[SkillCase, _Problem]:
+    """One case and seed set up as the bench sets up its contenders (the ``defaults`` hyper set, the
+    env-step budget out of the way, ``overrides`` applied), on the CPU, with the oracle's and equal
+    weight's held-out Sharpe ratios filled in: what the probe scripts (``scripts/pod_probe.py``,
+    ``scripts/supervised_probe.py``) train and score against."""
+    case = CASES[case_name]
+    spec = bench_spec(case, seed, "defaults", ["tournament.budget_env_steps=100000000", *overrides])
+    selection, full = case_panels(case, seed, spec)
+    device = torch.device("cpu")
+    problem = _Problem(spec, selection, full, device, math.nan, math.nan)
+    config = problem.eval_config
+    problem.oracle_sharpe = returns_sharpe(
+        problem.held_out(fit_oracle(full, case.signal, config, device).policy)
+    )
+    problem.equal_weight_sharpe = returns_sharpe(problem.held_out(equal_weight_policy(case.n_symbols)))
+    return case, problem
+
+
 def run_seed(
     case: SkillCase,
     seed: int,

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_table import DEMO, demo_with_agent
+from agent_table import DEMO, assert_refused_in_one_line, demo_with_agent
 
-from finpod.errors import SpecError
 from finpod.spec import Spec
 from finpod.spec.agent import SCORE_FUNCTION_LEARNING_RATE
 from finpod.spec.sections import SCORE_FUNCTION_TOURNAMENT_DEFAULTS, TOURNAMENT_DEFAULTS
@@ -104,8 +103,4 @@ def test_a_spec_s_own_values_are_kept(tmp_path: Path) -> None:
 def test_a_bad_pathwise_setting_is_one_line_with_a_fix(
     agent: dict[str, Any], expected: str, tmp_path: Path
 ) -> None:
-    with pytest.raises(SpecError) as caught:
-        Spec.from_toml(demo_with_agent(tmp_path, **agent))
-    message = str(caught.value)
-    assert "\n" not in message
-    assert expected in message
+    assert_refused_in_one_line(tmp_path, agent, expected)

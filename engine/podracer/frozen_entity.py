@@ -108,10 +108,11 @@ class FrozenCrossSectionalPolicy:
             rows = RunningMeanStd.rescale(rows, self._shift, self._scale, self._clip)
         m, f, e = self._m, self._f, self._e
         features = rows[:, : m * f].reshape(-1, m, f)
-        extras = rows[:, m * f : m * (f + e)].reshape(-1, e, m).transpose(1, 2)
         globals_ = rows[:, m * (f + e) :]
         hidden = torch.matmul(features, self._w_features)
-        hidden += torch.matmul(extras, self._w_extras)
+        if e > 0:
+            extras = rows[:, m * f : m * (f + e)].reshape(rows.shape[0], e, m).transpose(1, 2)
+            hidden += torch.matmul(extras, self._w_extras)
         hidden += torch.addmm(self._encoder_bias, globals_, self._w_globals).unsqueeze(1)
         hidden = self._encoder_activations[0](hidden)
         hidden = _forward(hidden, self._encoder_rest, self._encoder_activations[1:])

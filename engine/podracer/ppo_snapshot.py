@@ -100,7 +100,8 @@ def check_same_network(state: Mapping[str, Any], obs_dim: int, action_dim: int, 
     """Refuse a snapshot whose networks do not fit an agent of these sizes and ``config``.
 
     Raises:
-        SnapshotError: another ``obs_dim``/``action_dim``, ``hidden_sizes``, ``activation`` or ``policy``.
+        SnapshotError: another ``obs_dim``/``action_dim``, ``hidden_sizes``, ``activation``,
+            ``policy`` or ``critic_features``.
     """
     check_format(state)
     if (int(state["obs_dim"]), int(state["action_dim"])) != (obs_dim, action_dim):
@@ -113,13 +114,14 @@ def check_same_network(state: Mapping[str, Any], obs_dim: int, action_dim: int, 
         tuple(theirs_config["hidden_sizes"]),
         theirs_config["activation"],
         theirs_config.get("policy", "mlp"),
+        theirs_config.get("critic_features", "own"),
     )
-    ours = (config.hidden_sizes, config.activation, config.policy)
+    ours = (config.hidden_sizes, config.activation, config.policy, config.critic_features)
     if theirs != ours:
         raise SnapshotError(
             f"snapshot network has hidden_sizes={theirs[0]}, activation={theirs[1]!r}, "
-            f"policy={theirs[2]!r}; this agent has {ours[0]}, {ours[1]!r}, {ours[2]!r}: "
-            "build the agent with the snapshot's"
+            f"policy={theirs[2]!r}, critic_features={theirs[3]!r}; this agent has {ours[0]}, "
+            f"{ours[1]!r}, {ours[2]!r}, {ours[3]!r}: build the agent with the snapshot's"
         )
 
 

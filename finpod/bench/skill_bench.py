@@ -368,7 +368,17 @@ class _Problem:
         return time.perf_counter() - self.started - self.excluded_seconds
 
     def validate(self, policy: Policy) -> float:
-        score = validation_score(self.selection, self.eval_config, policy, self.device)
+        """The validation score a run of the spec gives ``policy`` (its chunks and warm-up, as
+        ``finpod run`` scores), recorded as a trial, with the curve's held-out pass when it improves."""
+        tournament = self.spec.tournament
+        score = validation_score(
+            self.selection,
+            self.eval_config,
+            policy,
+            self.device,
+            chunks=tournament.validation_chunks,
+            warmup_bars=tournament.validation_warmup_bars,
+        )
         improved = score > max(self.trials, default=-math.inf)
         self.trials.append(score)
         if improved:

@@ -26,6 +26,8 @@ from finpod.spec.base import Model
 from finpod.spec.merge import deep_merge, drop_none
 from finpod.spec.messages import one_line
 from finpod.spec.sections import (
+    DAILY_VALIDATION_CHUNKS,
+    DAILY_VALIDATION_WARMUP_BARS,
     INTRADAY_TOURNAMENT_DEFAULTS,
     INTRADAY_VALIDATION_DEFAULTS,
     SCORE_FUNCTION_TOURNAMENT_DEFAULTS,
@@ -61,6 +63,19 @@ def _default_bounds(
         **default_search_defaults(agent, action_mode, frequency),
     }["perturb_bounds"]
     return searched
+
+
+_VALIDATION_FIELDS: tuple[str, ...] = ("validation_chunks", "validation_warmup_bars")
+
+
+def _validation_defaults(frequency: str) -> dict[str, int]:
+    """The validation chunks a ``[tournament]`` silent on them gets on bars of ``frequency``."""
+    if frequency == "1min":
+        return {name: INTRADAY_VALIDATION_DEFAULTS[name] for name in _VALIDATION_FIELDS}
+    return {
+        "validation_chunks": DAILY_VALIDATION_CHUNKS,
+        "validation_warmup_bars": DAILY_VALIDATION_WARMUP_BARS,
+    }
 
 
 class Spec(Model):
@@ -201,6 +216,13 @@ class Spec(Model):
         Example: ``spec.with_(tournament={"budget_env_steps": 10_000}, seed=3)``.
         """
         dumped = self.model_dump(mode="json")
+        # Validation chunks equal to this bar size's defaults are chosen again for a new bar size.
+        frequency = sections.get("frequency", self.frequency)
+        if frequency != self.frequency and _validation_defaults(self.frequency) == {
+            name: dumped["tournament"][name] for name in _VALIDATION_FIELDS
+        }:
+            for name in _VALIDATION_FIELDS:
+                del dumped["tournament"][name]
         # A search space equal to the default for this spec's agent is chosen again for the new one
         # (a --set that turns the pathwise term off searches the score-function learning rates), and
         # a partial perturb_bounds in ``sections`` is merged into that new default.

@@ -200,3 +200,18 @@ def test_validation_chunks_default_by_bar_size_and_a_stated_value_is_kept() -> N
     assert chunks("1min") == (1, 390)
     assert chunks("1d", validation_chunks=1) == (1, 5)
     assert chunks("1min", validation_chunks=64) == (64, 390)
+
+
+def test_a_new_bar_size_chooses_its_own_default_validation_chunks_but_keeps_stated_ones() -> None:
+    segments = {
+        "train": ["2016-01-04", "2017-12-29"],
+        "validation": ["2018-01-02", "2018-06-29"],
+        "backtest": ["2018-07-02", "2018-12-31"],
+    }
+    daily = Spec.from_dict({"name": "c", "frequency": "1d", "segments": segments})
+    minute = daily.with_(frequency="1min")
+    assert (minute.tournament.validation_chunks, minute.tournament.validation_warmup_bars) == (1, 390)
+    back = minute.with_(frequency="1d")
+    assert (back.tournament.validation_chunks, back.tournament.validation_warmup_bars) == (16, 5)
+    stated = daily.with_(tournament={"validation_chunks": 4}).with_(frequency="1min")
+    assert (stated.tournament.validation_chunks, stated.tournament.validation_warmup_bars) == (4, 5)

@@ -108,3 +108,27 @@ def test_bad_values_are_refused_with_the_fix() -> None:
         PPOConfig(policy="mlp", critic_features="actor")
     with pytest.raises(LayoutError, match="critic_features"):
         CrossSectionalActorCritic(LAYOUT, (8,), "relu", 0, critic_features="both")
+
+
+def test_weights_of_the_other_critic_kind_are_refused_with_a_snapshot_error() -> None:
+    from podracer.errors import SnapshotError
+
+    own = _agent(dataclasses.replace(CONFIG, critic_features="own"), 0)
+    with pytest.raises(SnapshotError, match="critic_features='actor'"):
+        own.load_weights_from(_agent(CONFIG, 1).state_dict(), keep_optimizer=False)
+
+
+def test_layouts_without_extras_or_globals_and_the_frozen_policy_agree() -> None:
+    from podracer.frozen_entity import FrozenCrossSectionalPolicy
+
+    for extras, globals_, k in ((0, 0, 0), (0, 2, 1), (1, 0, 0)):
+        layout = EntityLayout(
+            num_entities=3, entity_features=2, entity_extras=extras, num_globals=globals_, action_globals=k
+        )
+        for features in ("own", "actor"):
+            net = CrossSectionalActorCritic(layout, (8,), "relu", 0, critic_features=features)
+            obs = torch.randn(4, layout.obs_dim, generator=torch.Generator().manual_seed(2))
+            dist, value = net.distribution_and_value(obs)
+            assert value.shape == (4,)
+            frozen = FrozenCrossSectionalPolicy(net, None, None, 10.0, 0.0, 1.0)
+            torch.testing.assert_close(frozen(obs), dist.squash(dist.mode()))

@@ -37,8 +37,10 @@ from podracer.snapshot import (
     fsync_directory,
     load_snapshot,
     read_json_record,
-    save_snapshot,
+    snapshot_bytes,
+    write_snapshot_file,
 )
+from podracer.writer import OrderedWriter
 
 INDEX_NAME = "index.json"
 """File name of the leaderboard's index inside its folder."""
@@ -136,6 +138,19 @@ class Leaderboard:
         self.capacity = capacity
         self._entries = entries
         self._admissions = admissions
+        self._writer: OrderedWriter | None = None
+
+    def write_through(self, writer: OrderedWriter | None) -> None:
+        """Queue this board's writes on ``writer`` (in order with the run's other writes) instead
+        of writing in the caller's thread; ``None`` writes directly again. Reads of a snapshot
+        (:meth:`load_state`) wait for the queued writes first."""
+        self._writer = writer
+
+    def _write(self, write: Any, *args: Any) -> None:
+        if self._writer is None:
+            write(*args)
+        else:
+            self._writer.submit(write, *args)
 
     @classmethod
     def create(cls, directory: Path, capacity: int) -> Leaderboard:
@@ -200,7 +215,8 @@ class Leaderboard:
         if not self.admits(candidate.pod_id, candidate.score):
             return None
         stem = f"pod-{candidate.pod_id:06d}-v{candidate.policy_version:06d}"
-        path = save_snapshot(self.directory, stem, {AGENT_STATE_KEY: dict(agent_state)})
+        path, data = snapshot_bytes(self.directory, stem, {AGENT_STATE_KEY: dict(agent_state)})
+        self._write(write_snapshot_file, path, data)
         entry = LeaderboardEntry(
             **dataclasses.asdict(candidate),
             created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
@@ -215,11 +231,9 @@ class Leaderboard:
         self._entries = kept
         self._write_index()
         still_used = {e.snapshot for e in kept}
-        for gone in dropped:
-            if gone.snapshot not in still_used:
-                gone.snapshot.unlink(missing_ok=True)
+        gone = [e.snapshot for e in dropped if e.snapshot not in still_used]
         if dropped:
-            fsync_directory(self.directory)
+            self._write(_unlink_all, self.directory, gone)
         return entry if entry in kept else None
 
     def top_lineage_ranks(self, k: int) -> list[int]:
@@ -252,6 +266,8 @@ class Leaderboard:
             SnapshotError: its snapshot is missing, corrupt or foreign.
         """
         entry = self.entry(rank)
+        if self._writer is not None:
+            self._writer.flush()  # its file may still be queued
         payload = load_snapshot(entry.snapshot)
         state = payload.get(AGENT_STATE_KEY)
         if not isinstance(state, dict):
@@ -297,13 +313,18 @@ class Leaderboard:
         return stale
 
     def _write_index(self) -> None:
-        atomic_write_json(
-            self.directory / INDEX_NAME,
-            {
-                "format": INDEX_FORMAT,
-                "version": INDEX_FORMAT_VERSION,
-                "capacity": self.capacity,
-                "admissions": self._admissions,
-                "entries": [entry.to_record() for entry in self._entries],
-            },
-        )
+        record = {
+            "format": INDEX_FORMAT,
+            "version": INDEX_FORMAT_VERSION,
+            "capacity": self.capacity,
+            "admissions": self._admissions,
+            "entries": [entry.to_record() for entry in self._entries],
+        }
+        self._write(atomic_write_json, self.directory / INDEX_NAME, record)
+
+
+def _unlink_all(directory: Path, paths: list[Path]) -> None:
+    """Delete ``paths`` (missing ones too) and flush ``directory``'s entries."""
+    for path in paths:
+        path.unlink(missing_ok=True)
+    fsync_directory(directory)

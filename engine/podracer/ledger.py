@@ -89,6 +89,8 @@ class PoolLedger:
         origin = self._generator.propose(donors, fresh, run.rng, first=pod_id == 0)
         run.progress.next_pod_id += 1
         self.save()
+        if origin.parent is not None:
+            run.flush_writes()  # the donor's latest snapshot may still be queued
         pod = spawn_pod(pod_id, origin, self._agent_factory, self._env_factory)
         self.pods[pod_id] = pod
         parent = origin.parent
@@ -100,6 +102,7 @@ class PoolLedger:
 
     def restore(self, record: Mapping[str, Any], reason: str) -> Pod:
         """Rebuild a pod from its record and last snapshot (same id, config, seed and lineage)."""
+        self._run.flush_writes()  # that snapshot may still be queued
         pod = restore_pod(record, self._run.pods_dir, self._agent_factory, self._env_factory)
         self.pods[pod.pod_id] = pod
         self._started(pod, origin="snapshot", reason=reason)

@@ -30,6 +30,7 @@ The pieces, each in its own module; this one is the loop that ties them together
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -222,6 +223,7 @@ class Tournament:
                 self._run_lockstep()
             run.finished = not run.budget.left(0)
             ledger.save()
+            run.flush_writes()  # returns with every snapshot and state.json on disk
             run.emit(
                 "tournament_finished",
                 None,
@@ -230,7 +232,8 @@ class Tournament:
                 budget_spent=run.finished,
             )
         except BaseException:
-            self.close()
+            with contextlib.suppress(Exception):  # the first error is the one to report
+                self.close()
             raise
         finally:
             for future in in_flight:

@@ -32,11 +32,19 @@ from podracer.runfiles import (
     RunState,
     read_config,
     read_state,
+    state_record,
     write_config,
-    write_state,
 )
 from podracer.schedule import budget_fraction, budget_left
-from podracer.snapshot import SNAPSHOT_SUFFIX, TEMP_SUFFIX, fsync_directory, save_snapshot
+from podracer.snapshot import (
+    SNAPSHOT_SUFFIX,
+    TEMP_SUFFIX,
+    atomic_write_json,
+    fsync_directory,
+    snapshot_bytes,
+    write_snapshot_file,
+)
+from podracer.writer import OrderedWriter
 
 
 class RunDirectory:
@@ -67,6 +75,8 @@ class RunDirectory:
         self.parked = list(state.pool)
         self.budget = BudgetClock(config, self.progress)
         self._lock: RunLock | None = lock
+        self._writer = OrderedWriter()
+        leaderboard.write_through(self._writer)
         self._events: EventLog | None = None
         self._on_event: EventCallback | None = None
 
@@ -92,6 +102,7 @@ class RunDirectory:
             rng = np.random.default_rng(config.seed).bit_generator.state
             directory = cls(path, config, lock, leaderboard, RunState(Progress(), False, rng, []))
             directory.save_state([])
+            directory.flush_writes()
         except BaseException:
             lock.release()
             raise
@@ -127,6 +138,7 @@ class RunDirectory:
             directory = cls(path, config, lock, Leaderboard.open(path / LEADERBOARD_DIR), state)
             directory.leaderboard.remove_unreferenced()
             directory.remove_stale_pod_files({record["snapshot_name"] for record in state.pool})
+            directory.flush_writes()
         except BaseException:
             lock.release()
             raise
@@ -138,10 +150,26 @@ class RunDirectory:
         return self._lock is not None
 
     def release(self) -> None:
-        """Release the folder's lock (idempotent)."""
+        """Finish the queued writes, then release the folder's lock (idempotent).
+
+        Raises:
+            BaseException: the error of a queued write that failed (the lock is released anyway).
+        """
         if self._lock is not None:
-            self._lock.release()
-            self._lock = None
+            try:
+                self._writer.close()
+            finally:
+                self.leaderboard.write_through(None)
+                self._lock.release()
+                self._lock = None
+
+    def flush_writes(self) -> None:
+        """Wait until every queued write (snapshots, ``state.json``, deletions) is on disk.
+
+        Raises:
+            BaseException: the error of a queued write that failed.
+        """
+        self._writer.flush()
 
     # ------------------------------------------------------------------ files
 
@@ -151,26 +179,28 @@ class RunDirectory:
         return self.path / PODS_DIR
 
     def save_state(self, pool: list[dict[str, Any]]) -> None:
-        """Write ``state.json`` atomically: the counters (wall time up to now), the finished flag, the
-        generator's state, and ``pool``, the records of the pods to restart on resume."""
+        """Queue ``state.json``'s write (after every write queued before it): the counters (wall
+        time up to now), the finished flag, the generator's state, and ``pool``, the records of the
+        pods to restart on resume. Its content is taken now."""
         self.progress.seconds = self.budget.elapsed()
-        write_state(self.path, RunState(self.progress, self.finished, self.rng.bit_generator.state, pool))
+        record = state_record(RunState(self.progress, self.finished, self.rng.bit_generator.state, pool))
+        self._writer.submit(atomic_write_json, self.path / STATE_NAME, record)
 
     def save_pod_snapshot(self, pod_id: int, policy_version: int, agent_state: dict[str, Any]) -> str:
-        """Write a pod's snapshot into ``pods/``; returns its file name."""
+        """Queue a pod's snapshot for ``pods/``; returns its file name.
+
+        The bytes are made now (the agent trains on afterwards); the file is written in the
+        background, before any ``state.json`` queued later (:meth:`flush_writes` waits for it).
+        """
         payload = {AGENT_STATE_KEY: agent_state}
-        return save_snapshot(self.pods_dir, f"pod-{pod_id:06d}-v{policy_version:06d}", payload).name
+        path, data = snapshot_bytes(self.pods_dir, f"pod-{pod_id:06d}-v{policy_version:06d}", payload)
+        self._writer.submit(write_snapshot_file, path, data)
+        return path.name
 
     def remove_stale_pod_files(self, used: set[str]) -> None:
-        """Delete the pod snapshots not named in ``used`` and temp files of interrupted writes (call
-        only after ``state.json`` stopped naming them)."""
-        folder = self.pods_dir
-        stale = [p for p in folder.glob(f"*{SNAPSHOT_SUFFIX}") if p.name not in used]
-        stale += list(folder.glob(f".*{TEMP_SUFFIX}"))
-        for path in stale:
-            path.unlink(missing_ok=True)
-        if stale:
-            fsync_directory(folder)
+        """Queue the deletion of the pod snapshots not named in ``used`` and of temp files of
+        interrupted writes (call only after :meth:`save_state` stopped naming them)."""
+        self._writer.submit(_remove_stale_pod_files, self.pods_dir, frozenset(used))
 
     # ------------------------------------------------------------------ events
 
@@ -232,6 +262,15 @@ class BudgetClock:
         return budget_left(
             self._config, progress.env_steps, progress.last_round_env_steps, rounds_in_flight, self.elapsed()
         )
+
+
+def _remove_stale_pod_files(folder: Path, used: frozenset[str]) -> None:
+    stale = [p for p in folder.glob(f"*{SNAPSHOT_SUFFIX}") if p.name not in used]
+    stale += list(folder.glob(f".*{TEMP_SUFFIX}"))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    if stale:
+        fsync_directory(folder)
 
 
 def _empty_leaderboard(directory: Path, capacity: int) -> Leaderboard:

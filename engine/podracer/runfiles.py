@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -151,24 +152,31 @@ class RunState:
 
 def write_state(run_dir: Path, state: RunState) -> None:
     """Write ``state.json`` atomically."""
+    atomic_write_json(run_dir / STATE_NAME, state_record(state))
+
+
+def state_record(state: RunState) -> dict[str, Any]:
+    """``state.json``'s content: plain values, a copy of everything ``state`` holds now."""
     progress = state.progress
-    atomic_write_json(
-        run_dir / STATE_NAME,
-        {
-            "format": STATE_FORMAT,
-            "version": RUN_FORMAT_VERSION,
-            "finished": state.finished,
-            "env_steps": progress.env_steps,
-            "seconds": progress.seconds,
-            "rounds": progress.rounds,
-            "crashes": progress.crashes,
-            "consecutive_crashes": progress.consecutive_crashes,
-            "next_pod_id": progress.next_pod_id,
-            "last_round_env_steps": progress.last_round_env_steps,
-            "rng": dict(state.rng),
-            "pool": state.pool,
-            "history": [dataclasses.asdict(record) for record in progress.history],
-        },
+    return json.loads(
+        json.dumps(
+            {
+                "format": STATE_FORMAT,
+                "version": RUN_FORMAT_VERSION,
+                "finished": state.finished,
+                "env_steps": progress.env_steps,
+                "seconds": progress.seconds,
+                "rounds": progress.rounds,
+                "crashes": progress.crashes,
+                "consecutive_crashes": progress.consecutive_crashes,
+                "next_pod_id": progress.next_pod_id,
+                "last_round_env_steps": progress.last_round_env_steps,
+                "rng": dict(state.rng),
+                "pool": state.pool,
+                "history": [dataclasses.asdict(record) for record in progress.history],
+            },
+            allow_nan=False,
+        )
     )
 
 

@@ -118,16 +118,26 @@ def save_snapshot(directory: Path, stem: str, payload: Mapping[str, Any]) -> Pat
         The path ``directory / f"{stem}-{digest}.pt"``. Saving the same content again returns the
         same path without rewriting it.
     """
+    path, data = snapshot_bytes(directory, stem, payload)
+    write_snapshot_file(path, data)
+    return path
+
+
+def snapshot_bytes(directory: Path, stem: str, payload: Mapping[str, Any]) -> tuple[Path, bytes]:
+    """What :func:`save_snapshot` writes, and where, without writing it: ``(path, file bytes)``."""
     buffer = io.BytesIO()
     torch.save(
         {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_FORMAT_VERSION, "payload": dict(payload)}, buffer
     )
     data = buffer.getvalue()
     digest = hashlib.sha256(data).hexdigest()[:DIGEST_HEX_CHARS]
-    path = directory / f"{stem}-{digest}{SNAPSHOT_SUFFIX}"
+    return directory / f"{stem}-{digest}{SNAPSHOT_SUFFIX}", data
+
+
+def write_snapshot_file(path: Path, data: bytes) -> None:
+    """Write a snapshot's bytes (:func:`snapshot_bytes`) atomically, unless that content-named file exists."""
     if not path.exists():
         atomic_write_bytes(path, data)
-    return path
 
 
 def load_snapshot(path: Path) -> dict[str, Any]:

@@ -283,19 +283,26 @@ def population_profile(device: torch.device, pods: int, num_envs: int, policy: s
                 flush=True,
             )
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with torch_profile(activities=activities) as prof:
-        model = StackedModel([agent.model for agent in agents])
-        collect_population(agents, envs, model)
-        sync()
-    events = prof.key_averages()
-    kernels = sum(e.count for e in events if device.type == "cuda" and e.device_type.name == "CUDA")
-    operators = sum(e.count for e in events if e.key.startswith("aten::"))
-    print(
-        f"population_profile collect: {kernels / cfg.rollout_steps:,.0f} CUDA kernels and "
-        f"{operators / cfg.rollout_steps:,.0f} aten calls per step",
-        flush=True,
-    )
-    print(events.table(sort_by="self_cpu_time_total", row_limit=12))
+    model = StackedModel([agent.model for agent in agents])
+    for part in ("collect", "update"):
+        with torch_profile(activities=activities) as prof:
+            if part == "collect":
+                batch, _, rollouts = collect_population(agents, envs, model)
+            else:
+                update_population(agents, batch, model, rollouts)
+            sync()
+        events = prof.key_averages()
+        kernels = sum(e.count for e in events if device.type == "cuda" and e.device_type.name == "CUDA")
+        gpu_us = sum(e.self_device_time_total for e in events if device.type == "cuda")
+        operators = sum(e.count for e in events if e.key.startswith("aten::"))
+        per = cfg.rollout_steps if part == "collect" else 1
+        print(
+            f"population_profile {part}: {kernels / per:,.0f} CUDA kernels and {operators / per:,.0f} "
+            f"aten calls per {'step' if per > 1 else 'update'}; GPU busy {gpu_us / 1e6:.3f} s in total",
+            flush=True,
+        )
+        sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+        print(events.table(sort_by=sort, row_limit=12))
 
 
 def main() -> None:

@@ -225,6 +225,13 @@ class CrossSectionalActorCritic(nn.Module):
     def _value_of(self, context: torch.Tensor, globals_: torch.Tensor) -> torch.Tensor:
         return self.critic_head(torch.cat([context, globals_], dim=1)).squeeze(-1)
 
+    @property
+    def value_with_policy(self) -> bool:
+        """Whether the value is nearly free with the policy's call (``critic_features = "actor"``:
+        the head reads the pooled context the policy computes anyway), so a rollout takes each
+        step's values from :meth:`distribution_and_value` instead of encoding every row again."""
+        return self.critic_encoder is None
+
     def distribution_and_value(self, obs: torch.Tensor) -> tuple[LogisticNormalDistribution, torch.Tensor]:
         """:meth:`distribution` and :meth:`value` of the same observations ``(B, D)``; with
         ``critic_features = "actor"`` the entities are encoded once for both."""

@@ -185,6 +185,12 @@ class ActorCritic(nn.Module):
         """:meth:`distribution` and :meth:`value` of the same observations ``(B, D)``."""
         return self.distribution(obs), self.value(obs)
 
+    @property
+    def value_with_policy(self) -> bool:
+        """False: the critic is a network of its own, so a rollout's values are cheaper in a few
+        large batches after the rollout than with each step's policy call."""
+        return False
+
     def mean_action_of(self, logits: torch.Tensor) -> torch.Tensor:
         """The mean unit action ``(B, A)`` of :meth:`distribution_of` (the deterministic action), in
         four ops for evaluation loops (equal to it to float32 rounding)."""

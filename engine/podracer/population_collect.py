@@ -99,12 +99,17 @@ def collect_population(
     finished_return_sum = torch.zeros(pods, device=device)
     finished_count = torch.zeros(pods, device=device)
     low, high = agents[0].action_low, agents[0].action_high
+    with_policy = agents[0].model.value_with_policy
     for t in range(steps):
         grouped_raw = raw_obs.view(pods, n, obs_dim)
         obs_sum += grouped_raw.sum(1).double()
         obs_sumsq += grouped_raw.square().sum(1).double()
         obs = normalized(raw_obs)
-        dist = model.distribution(params, obs)
+        if with_policy:
+            dist, step_values = model.distribution_and_value(params, obs)
+            buf.values[t] = step_values.reshape(pods * n)
+        else:
+            dist = model.distribution(params, obs)
         raw = model.sample(dist, generators)
         buf.obs[t] = obs.reshape(pods * n, obs_dim)
         buf.unit_actions[t] = raw.reshape(pods * n, action_dim)
@@ -142,9 +147,11 @@ def collect_population(
         """``(P, T * N)`` -> ``(T, P * N)``."""
         return x.view(pods, steps, n).transpose(0, 1).reshape(steps, pods * n)
 
-    # Critic values of the whole rollout in a few large batched calls, as each pod's round does.
-    chunks = per_pod(buf.obs).tensor_split(cfg.num_minibatches, dim=1)
-    buf.values.copy_(per_step(torch.cat([model.value(params, chunk) for chunk in chunks], dim=1)))
+    if (
+        not with_policy
+    ):  # critic values of the whole rollout in a few large batched calls, as each pod's round does
+        chunks = per_pod(buf.obs).tensor_split(cfg.num_minibatches, dim=1)
+        buf.values.copy_(per_step(torch.cat([model.value(params, chunk) for chunk in chunks], dim=1)))
     mean_reward = buf.rewards.view(steps, pods, n).mean(dim=(0, 2))
     gamma = hyper_column(agents, "gamma", device).repeat_interleave(n)  # (P * N,)
     lam = hyper_column(agents, "gae_lambda", device).repeat_interleave(n)

@@ -118,12 +118,17 @@ def collect_rollout(
     episode_return = torch.zeros(num_envs, device=device)
     finished_return_sum = torch.zeros((), device=device)
     finished_count = torch.zeros((), device=device)
+    with_policy = model.value_with_policy
 
     for t in range(steps):
         obs_sum += raw_obs.sum(0).double()
         obs_sumsq += raw_obs.square().sum(0).double()
         obs = normalize(raw_obs)
-        dist: PolicyDistribution = model.distribution(obs)
+        dist: PolicyDistribution
+        if with_policy:
+            dist, buf.values[t] = model.distribution_and_value(obs)
+        else:
+            dist = model.distribution(obs)
         raw = dist.sample(generator)
         buf.obs[t] = obs
         buf.unit_actions[t] = raw
@@ -147,9 +152,9 @@ def collect_rollout(
         finished_count += ended.sum()
         episode_return *= 1.0 - ended
 
-    # Critic values of the whole rollout in a few large matmuls rather than one small one per step.
-    rows = buf.obs.flatten(0, 1).tensor_split(cfg.num_minibatches)
-    buf.values.copy_(torch.cat([model.value(chunk) for chunk in rows]).view(steps, num_envs))
+    if not with_policy:  # a critic of its own: its values in a few large matmuls, not one per step
+        rows = buf.obs.flatten(0, 1).tensor_split(cfg.num_minibatches)
+        buf.values.copy_(torch.cat([model.value(chunk) for chunk in rows]).view(steps, num_envs))
 
     # Truncated episodes: add gamma * V(final_obs). One host sync finds the (rare) truncated rows.
     mean_env_reward = buf.rewards.mean()

@@ -132,3 +132,28 @@ def test_layouts_without_extras_or_globals_and_the_frozen_policy_agree() -> None
             assert value.shape == (4,)
             frozen = FrozenCrossSectionalPolicy(net, None, None, 10.0, 0.0, 1.0)
             torch.testing.assert_close(frozen(obs), dist.squash(dist.mode()))
+
+
+def test_a_rollout_takes_its_values_from_the_policy_calls_not_a_second_encoding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the actor's context the values come with each step's policy call (``value`` is never
+    called for the rollout's rows, only for the bootstrap rows after it), and equal the critic's
+    values of the stored observations."""
+    agent = _agent(CONFIG, 0)
+    assert agent.model.value_with_policy
+    assert not _agent(dataclasses.replace(CONFIG, critic_features="own"), 0).model.value_with_policy
+    rows_valued: list[int] = []
+    real_value = CrossSectionalActorCritic.value
+
+    def counting_value(self: CrossSectionalActorCritic, obs: torch.Tensor) -> torch.Tensor:
+        rows_valued.append(obs.shape[0])
+        return real_value(self, obs)
+
+    monkeypatch.setattr(CrossSectionalActorCritic, "value", counting_value)
+    env = _env()
+    rollout, _ = agent.collect(env)
+    assert sum(rows_valued) < CONFIG.rollout_steps * env.num_envs  # the bootstrap rows only
+    with torch.no_grad():
+        expected = real_value(agent.model, rollout.obs.flatten(0, 1)).view_as(rollout.values)
+    torch.testing.assert_close(rollout.values, expected)

@@ -41,6 +41,10 @@ class TournamentConfig:
         score_smoothing: weight of the newest score in a pod's exponential moving average, in
             ``(0, 1]`` (1 = the latest score alone); 0.5.
         pool_schedule: ``"fixed"`` or ``"halving"`` (see :data:`PoolSchedule`); ``"fixed"``.
+        halving_floor: the fewest pods the ``halving`` schedule shrinks the pool to (>= 1; a pool
+            smaller than it is not grown); 1. With pods training one thread each, a floor of the
+            machine's core count keeps every core busy to the end (state it in the config, so
+            results do not depend on the machine).
         judge_order: ``"submission"`` or ``"completion"`` (see :data:`JudgeOrder`); ``"submission"``.
         torch_threads_per_pod: torch intra-op threads each pod round runs with on the default
             :class:`~podracer.backends.LocalBackend`; results on CPU depend on it, so it is set
@@ -66,6 +70,7 @@ class TournamentConfig:
     lag_margin: float = 0.0
     score_smoothing: float = 0.5
     pool_schedule: PoolSchedule = "fixed"
+    halving_floor: int = 1
     judge_order: JudgeOrder = "submission"
     torch_threads_per_pod: int = 1
     perturb_bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
@@ -121,6 +126,7 @@ class TournamentConfig:
                 self.pool_schedule in get_args(PoolSchedule),
                 f"pool_schedule is {self.pool_schedule!r}; use one of {list(get_args(PoolSchedule))}",
             ),
+            (self.halving_floor >= 1, f"halving_floor is {self.halving_floor}; use at least 1"),
             (
                 self.judge_order in get_args(JudgeOrder),
                 f"judge_order is {self.judge_order!r}; use one of {list(get_args(JudgeOrder))}",

@@ -6,9 +6,11 @@ The pool is counted in the backend's slots (``pool_size`` for the default local 
 
 * ``fixed``: as many pods as slots throughout.
 * ``halving`` (successive halving): with ``R = floor(log2(pool_size))`` halvings, the budget is cut
-  into ``R + 1`` equal phases and phase ``i`` trains ``max(1, slots // 2**i)`` pods. A pool of 4
-  trains 4, then 2, then 1 pod, so the surviving lineage trains on 1/12 + 1/6 + 1/3 = 7/12 of the
-  budget instead of the 1/4 a fixed pool of 4 caps it at. When the pool must shrink, the pods with
+  into ``R + 1`` equal phases and phase ``i`` trains ``max(halving_floor, slots // 2**i)`` pods (at
+  most ``slots``). A pool of 4 trains 4, then 2, then 1 pod, so the surviving lineage trains on
+  1/12 + 1/6 + 1/3 = 7/12 of the budget instead of the 1/4 a fixed pool of 4 caps it at; with
+  ``halving_floor = 2`` it trains 4, 2, 2 (the best lineage 5/12, the runner-up training beside it
+  on a core that would otherwise idle). When the pool must shrink, the pods with
   the worst smoothed scores are retired (:func:`retirees`), never simply the first to finish.
 
 A new pod starts from scratch with probability ``fresh_pod_prob * (1 - budget_fraction)``: fresh pods
@@ -87,7 +89,7 @@ def pool_target(config: TournamentConfig, fraction: float, slots: int) -> int:
     """Pods to train at this spent ``fraction`` of the budget with ``slots`` slots (0 when slots is 0)."""
     if slots <= 0:
         return 0
-    return max(1, slots >> schedule_phase(config, fraction))
+    return max(min(config.halving_floor, slots), slots >> schedule_phase(config, fraction))
 
 
 def fresh_probability(config: TournamentConfig, fraction: float) -> float:

@@ -25,15 +25,19 @@ TOURNAMENT_DEFAULTS: dict[str, Any] = {
     "resample_prob": 0.25,
     "perturb_bounds": {"learning_rate": (3e-5, 1e-3), "gamma": (0.0, 0.99)},
     "pool_schedule": "halving",
+    "halving_floor": 2,
     "lag_margin": 0.1,
 }
 """finpod's defaults for the ``[tournament]`` fields where a finpod run departs from podracer's
 domain-free ones (every other field that :class:`TournamentConfig` has a default for takes it from
 there), so a spec that says nothing gets a tournament that learns within two minutes:
 
-* a pool of 4 pods that halves as the budget is spent (successive halving), the worst retiring;
-  8 leaderboard places (two per starting pod); a pod lags (and is re-seeded from a better one) when
-  its smoothed validation Sharpe is more than 0.1 below the other live pods' median;
+* a pool of 4 pods that halves as the budget is spent (successive halving), the worst retiring,
+  down to 2 pods (``halving_floor``): pods train one thread each, so on a 2-core machine the last
+  third of the budget would otherwise leave a core idle (the same on every machine: results do not
+  depend on its cores); 8 leaderboard places (two per starting pod); a pod lags (and is re-seeded
+  from a better one) when its smoothed validation Sharpe is more than 0.1 below the other live
+  pods' median;
 * a validation score every 2 rounds (2 x 8 steps x N envs), so the pool is judged, exploited and
   explored often within the budget;
 * the search space a user would state for a daily portfolio problem: Adam learning rates that
@@ -360,6 +364,13 @@ class TournamentSpec(Model):
         description='"halving": successive halving, the pool halves as the budget is spent and the worst '
         'pods retire; "fixed": pool_size pods throughout',
         examples=["halving"],
+    )
+    halving_floor: int = Field(
+        _tournament_default("halving_floor"),
+        ge=1,
+        description='the fewest pods "halving" shrinks the pool to (2: the runner-up trains beside the '
+        "best pod in the last phase instead of leaving a core idle)",
+        examples=[2],
     )
     lagging_rounds: int = Field(
         _tournament_default("lagging_rounds"),

@@ -78,6 +78,7 @@ BAD_FIELDS = [
     ({"tournament": {"perturb_bounds": {"gamma": [0.99, 0.9]}}}, "tournament.perturb_bounds.gamma", "min"),
     ({"tournament": {"pool_schedule": "thirds"}}, "tournament.pool_schedule", "halving"),
     ({"tournament": {"torch_threads_per_pod": 0}}, "tournament.torch_threads_per_pod", "fix:"),
+    ({"tournament": {"halving_floor": 0}}, "tournament.halving_floor", "fix:"),
     ({"tournament": {"backend": "threads"}}, "tournament.backend", "population"),
     ({"tournament": {"backend": "population", "learners": 2}}, "tournament.learners", "learners = 1"),
     ({"data": {"source": "dataset"}}, "data.path", "data.source"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,12 @@ def test_schedule_numbers() -> None:
     assert pool_target(halving, 0.5, 0) == 0
     fixed = tournament_config(pool_size=4)
     assert {pool_target(fixed, f, 3) for f in (0.0, 0.5, 1.0)} == {3}
+    floored = dataclasses.replace(halving, halving_floor=2)
+    assert [pool_target(floored, f, 4) for f in (0.0, 0.34, 0.67, 1.0)] == [4, 2, 2, 2]
+    assert pool_target(floored, 1.0, 1) == 1  # a floor never grows a smaller pool
+    assert pool_target(dataclasses.replace(halving, halving_floor=8), 1.0, 4) == 4
+    with pytest.raises(TournamentError, match="halving_floor is 0"):
+        dataclasses.replace(halving, halving_floor=0)
     fresh = tournament_config(fresh_pod_prob=0.4)
     assert [fresh_probability(fresh, f) for f in (0.0, 0.5, 1.0)] == [0.4, 0.2, 0.0]
 

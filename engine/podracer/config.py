@@ -42,7 +42,8 @@ class TournamentConfig:
             ``(0, 1]`` (1 = the latest score alone); 0.5.
         pool_schedule: ``"fixed"`` or ``"halving"`` (see :data:`PoolSchedule`); ``"fixed"``.
         halving_floor: the fewest pods the ``halving`` schedule shrinks the pool to (>= 1; a pool
-            smaller than it is not grown); 1. With pods training one thread each, a floor of the
+            smaller than it is not grown, and a floor of ``pool_size`` or more makes the schedule a
+            fixed pool); 1. With pods training one thread each, a floor of the
             machine's core count keeps every core busy to the end (state it in the config, so
             results do not depend on the machine).
         judge_order: ``"submission"`` or ``"completion"`` (see :data:`JudgeOrder`); ``"submission"``.

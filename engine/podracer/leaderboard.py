@@ -146,11 +146,11 @@ class Leaderboard:
         (:meth:`load_state`) wait for the queued writes first."""
         self._writer = writer
 
-    def _write(self, write: Any, *args: Any) -> None:
+    def _write(self, write: Any, *args: Any, size: int = 0) -> None:
         if self._writer is None:
             write(*args)
         else:
-            self._writer.submit(write, *args)
+            self._writer.submit(write, *args, size=size)
 
     @classmethod
     def create(cls, directory: Path, capacity: int) -> Leaderboard:
@@ -216,7 +216,7 @@ class Leaderboard:
             return None
         stem = f"pod-{candidate.pod_id:06d}-v{candidate.policy_version:06d}"
         path, data = snapshot_bytes(self.directory, stem, {AGENT_STATE_KEY: dict(agent_state)})
-        self._write(write_snapshot_file, path, data)
+        self._write(write_snapshot_file, path, data, size=len(data))
         entry = LeaderboardEntry(
             **dataclasses.asdict(candidate),
             created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),

@@ -89,8 +89,7 @@ class PoolLedger:
         origin = self._generator.propose(donors, fresh, run.rng, first=pod_id == 0)
         run.progress.next_pod_id += 1
         self.save()
-        if origin.parent is not None:
-            run.flush_writes()  # the donor's latest snapshot may still be queued
+        run.flush_writes()  # the id on disk before the pod's first event, and the donor's snapshot
         pod = spawn_pod(pod_id, origin, self._agent_factory, self._env_factory)
         self.pods[pod_id] = pod
         parent = origin.parent

@@ -11,6 +11,7 @@ and formats are in :mod:`podracer.runfiles`.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,7 @@ class RunDirectory:
         """
         path = Path(path).resolve()
         lock = RunLock(path)
+        directory: RunDirectory | None = None
         try:
             if (path / STATE_NAME).exists():
                 raise TournamentError(
@@ -104,6 +106,9 @@ class RunDirectory:
             directory.save_state([])
             directory.flush_writes()
         except BaseException:
+            if directory is not None:
+                with contextlib.suppress(Exception):
+                    directory._writer.close()  # no write may run on once the lock is gone
             lock.release()
             raise
         return directory
@@ -121,6 +126,7 @@ class RunDirectory:
         path = Path(path).resolve()
         read_config(path)  # a folder that holds no run is refused before a lock file is made in it
         lock = RunLock(path)
+        directory: RunDirectory | None = None
         try:
             stored, stored_base = read_config(path)
             state = read_state(path)
@@ -140,6 +146,9 @@ class RunDirectory:
             directory.remove_stale_pod_files({record["snapshot_name"] for record in state.pool})
             directory.flush_writes()
         except BaseException:
+            if directory is not None:
+                with contextlib.suppress(Exception):
+                    directory._writer.close()  # no write may run on once the lock is gone
             lock.release()
             raise
         return directory
@@ -194,7 +203,7 @@ class RunDirectory:
         """
         payload = {AGENT_STATE_KEY: agent_state}
         path, data = snapshot_bytes(self.pods_dir, f"pod-{pod_id:06d}-v{policy_version:06d}", payload)
-        self._writer.submit(write_snapshot_file, path, data)
+        self._writer.submit(write_snapshot_file, path, data, size=len(data))
         return path.name
 
     def remove_stale_pod_files(self, used: set[str]) -> None:

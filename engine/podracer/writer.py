@@ -21,31 +21,44 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+MAX_QUEUED_BYTES = 1 << 30
+"""Bytes of queued writes (as their callers size them) above which :meth:`OrderedWriter.submit`
+waits for the oldest: a disk slower than the training cannot grow the queue without bound."""
+
 
 class OrderedWriter:
     """Runs submitted writes one at a time, in submission order, on a background thread.
 
     Args:
         name: the thread's name prefix (seen in a profiler or a stack dump).
+        max_queued_bytes: the queue's size above which :meth:`submit` waits (see
+            :data:`MAX_QUEUED_BYTES`).
     """
 
-    def __init__(self, name: str = "podracer-writer") -> None:
+    def __init__(self, name: str = "podracer-writer", max_queued_bytes: int = MAX_QUEUED_BYTES) -> None:
         """See the class docstring."""
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self._pending: deque[Future[None]] = deque()
+        self._pending: deque[tuple[Future[None], int]] = deque()
+        self._queued_bytes = 0
+        self._max_queued_bytes = max_queued_bytes
         self._failure: BaseException | None = None
         self._lock = threading.Lock()
 
-    def submit(self, write: Callable[..., Any], *args: Any) -> None:
-        """Queue ``write(*args)`` behind every write submitted before it.
+    def submit(self, write: Callable[..., Any], *args: Any, size: int = 0) -> None:
+        """Queue ``write(*args)`` behind every write submitted before it; ``size``: the bytes it
+        holds (its data), counted against ``max_queued_bytes``.
 
         Raises:
             BaseException: the error of an earlier write that failed (nothing more is queued).
         """
         self._raise_failure()
-        self._pending.append(self._pool.submit(self._run, write, args))
-        while self._pending and self._pending[0].done():
-            self._pending.popleft()
+        self._pending.append((self._pool.submit(self._run, write, args), size))
+        self._queued_bytes += size
+        while self._pending and (self._pending[0][0].done() or self._queued_bytes > self._max_queued_bytes):
+            future, done_size = self._pending.popleft()
+            future.result()  # waits when the queue is over its size
+            self._queued_bytes -= done_size
+        self._raise_failure()
 
     def flush(self) -> None:
         """Wait until every queued write has run.
@@ -54,7 +67,10 @@ class OrderedWriter:
             BaseException: the error of a write that failed.
         """
         while self._pending:
-            self._pending.popleft().result()
+            future, size = self._pending[0]
+            future.result()
+            self._pending.popleft()
+            self._queued_bytes -= size
         self._raise_failure()
 
     def close(self) -> None:
@@ -63,11 +79,17 @@ class OrderedWriter:
             self.flush()
         finally:
             self._pool.shutdown(wait=True)
+        self._raise_failure()  # a write that failed while an interrupt cut flush() short
 
     @property
     def pending(self) -> int:
         """Writes submitted and not yet finished."""
-        return sum(1 for future in self._pending if not future.done())
+        return sum(1 for future, _ in self._pending if not future.done())
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of the writes still held in the queue (as submitted with ``size``)."""
+        return self._queued_bytes
 
     def _run(self, write: Callable[..., Any], args: tuple[Any, ...]) -> None:
         with self._lock:

@@ -113,3 +113,39 @@ def test_a_snapshot_that_cannot_be_written_stops_the_run_and_it_resumes_from_the
     config = tournament_config(pool_size=2)
     assert config.budget_env_steps is not None
     assert result.env_steps >= config.budget_env_steps
+
+
+def test_a_queue_over_its_size_makes_the_caller_wait_for_the_oldest_write() -> None:
+    writer = OrderedWriter(max_queued_bytes=10)
+    release = threading.Event()
+    done: list[int] = []
+
+    def slow(index: int) -> None:
+        release.wait(5.0)
+        done.append(index)
+
+    writer.submit(slow, 0, size=8)
+    assert writer.queued_bytes == 8  # under the size: the caller goes on
+    threading.Timer(0.2, release.set).start()
+    writer.submit(slow, 1, size=8)  # 16 > 10: waits until the first write is done
+    assert done[:1] == [0]
+    assert writer.queued_bytes <= 10
+    writer.close()
+    assert done == [0, 1]
+    assert writer.queued_bytes == 0
+
+
+def test_a_new_pod_s_id_is_on_disk_before_its_first_event(tmp_path: Path) -> None:
+    """A kill right after ``pod_started`` must not hand the id to another pod on resume."""
+    seen: list[tuple[int, int]] = []
+
+    def check(event: TournamentEvent) -> None:
+        if event.kind == "pod_started" and event.pod_id is not None:
+            on_disk = json.loads((tmp_path / "state.json").read_text())["next_pod_id"]
+            seen.append((event.pod_id, on_disk))
+
+    config = tournament_config(pool_size=2, budget_env_steps=12 * ROUND_ENV_STEPS, lagging_rounds=1)
+    with new_tournament(tmp_path, config) as tournament:
+        tournament.run(on_event=check)
+    assert len(seen) >= 2
+    assert all(pod_id < next_id for pod_id, next_id in seen)

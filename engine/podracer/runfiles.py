@@ -150,11 +150,6 @@ class RunState:
     pool: list[dict[str, Any]]
 
 
-def write_state(run_dir: Path, state: RunState) -> None:
-    """Write ``state.json`` atomically."""
-    atomic_write_json(run_dir / STATE_NAME, state_record(state))
-
-
 def state_record(state: RunState) -> dict[str, Any]:
     """``state.json``'s content: plain values, a copy of everything ``state`` holds now."""
     progress = state.progress

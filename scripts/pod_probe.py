@@ -8,8 +8,11 @@ reward's own gradient").
     python scripts/pod_probe.py --case daily100-reversal_5-ic05-5bp --seed 100 --env-steps 40960 \
         --every 20 --set agent.learning_rate=3e-4
 
-Prints one line per probe ``env_steps train_seconds validation_dsharpe held_out_share`` and a JSON
-summary last. One torch thread (as one pod of the bench's tournament).
+Prints one line per probe ``env_steps train_seconds validation_dsharpe held_out_share
+held_out_score_ic [held_out_forecast_ic] validation_score_ic [validation_forecast_ic]`` and a JSON
+summary last. An IC is a segment's mean cross-sectional correlation of the policy's entity scores
+(or of its forecast head's outputs, with ``agent.forecast_coef > 0``) with the next bar's return,
+on observations that hold nothing. One torch thread (as one pod of the bench's tournament).
 """
 
 from __future__ import annotations
@@ -17,12 +20,52 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from finpod.bench import skill_bench
 from finpod.oracle import equal_weight_policy, returns_sharpe, share_captured
 from finpod.pipeline.training import deterministic_policy, validation_score
+
+
+def _ic(prediction: torch.Tensor, outcome: torch.Tensor) -> float:
+    """Mean over bars of the cross-sectional correlation of ``(T, M)`` forecasts and outcomes."""
+    p = prediction - prediction.mean(dim=1, keepdim=True)
+    q = outcome - outcome.mean(dim=1, keepdim=True)
+    return float(((p * q).sum(1) / (p.norm(dim=1) * q.norm(dim=1) + 1e-12)).mean())
+
+
+def held_out_ics(problem: Any, agent: Any, segment: str = "backtest") -> Callable[[], list[float]]:
+    """A function of no arguments: the ICs of ``agent``'s entity scores (and forecast) on ``segment``."""
+    full = problem.full
+    features = full.features  # (T, M, F)
+    t_bars, m, f = features.shape
+    log_close = full.close.double().log()
+    outcome = torch.zeros(t_bars, m, dtype=torch.float64)
+    outcome[:-1] = log_close[1:] - log_close[:-1]
+    start, stop = full.segments[segment]
+    rows = slice(start, stop - 1)
+    layout = agent.layout
+    rest = layout.obs_dim - m * f
+    obs = torch.cat([features[rows].reshape(-1, m * f), torch.zeros(stop - 1 - start, rest)], dim=1)
+
+    def ics() -> list[float]:
+        model = agent.evaluation_model
+        with torch.no_grad():
+            normal = agent._normalize(obs.to(agent.device))
+            if getattr(model, "forecast_head", None) is not None:
+                dist, _, forecast = model.distribution_value_and_forecast(normal)
+            else:
+                dist, forecast = model.distribution(normal), None
+        scores = dist.loc[:, layout.action_globals :].cpu()
+        found = [_ic(scores.double(), outcome[rows])]
+        if forecast is not None:
+            found.append(_ic(forecast.cpu().double(), outcome[rows]))
+        return found
+
+    return ics
 
 
 def main() -> None:
@@ -41,6 +84,8 @@ def main() -> None:
     equal_validation = validation_score(selection, config, equal_weight_policy(case.n_symbols), device)
     agent = problem.context.agent_factory(spec.agent_config(), args.seed)
     env = problem.context.train_env(selection, args.seed)
+    score_ic = held_out_ics(problem, agent)
+    validation_ic = held_out_ics(problem, agent, "validation")
     train_seconds, rounds, probes = 0.0, 0, []
     while agent.env_steps < args.env_steps:
         start = time.perf_counter()
@@ -51,7 +96,10 @@ def main() -> None:
             policy = deterministic_policy(agent)
             validation = validation_score(selection, config, policy, device) - equal_validation
             share = share_captured(returns_sharpe(problem.held_out(policy)), oracle, equal)
-            probes.append([agent.env_steps, round(train_seconds, 1), round(validation, 2), round(share, 2)])
+            ics = [round(value, 4) for value in (*score_ic(), *validation_ic())]
+            probes.append(
+                [agent.env_steps, round(train_seconds, 1), round(validation, 2), round(share, 2), *ics]
+            )
             print(*probes[-1], flush=True)
     summary = {"case": args.case, "seed": args.seed, "set": args.set, "oracle_edge": oracle - equal}
     print(json.dumps({**summary, "probes": probes}))

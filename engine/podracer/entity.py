@@ -165,6 +165,7 @@ class CrossSectionalActorCritic(nn.Module):
         activation: Activation,
         seed: int,
         critic_features: str = "own",
+        forecast_head: bool = False,
     ) -> None:
         super().__init__()
         self.layout = layout
@@ -188,6 +189,7 @@ class CrossSectionalActorCritic(nn.Module):
         )
         self.critic_head = mlp(width + globals_, (width,), 1, activation, CRITIC_HEAD_INIT_GAIN, generator)
         self.log_std = nn.Parameter(torch.full((1 + k,), math.log(INITIAL_SCORE_STD)))
+        self.forecast_head = mlp(width, (), 1, activation, 1.0, generator) if forecast_head else None
 
     def _encode(
         self, encoder: nn.Sequential, obs: torch.Tensor
@@ -239,6 +241,18 @@ class CrossSectionalActorCritic(nn.Module):
             return self.distribution(obs), self.value(obs)
         encoded, context, globals_ = self._encode(self.actor_encoder, obs)
         return self._distribution_of(encoded, context, globals_), self._value_of(context.detach(), globals_)
+
+    def distribution_value_and_forecast(
+        self, obs: torch.Tensor
+    ) -> tuple[LogisticNormalDistribution, torch.Tensor, torch.Tensor | None]:
+        """:meth:`distribution_and_value` and the forecast head's per-entity outputs ``(B, M)``
+        (``None`` without a forecast head) from one encoding of the entities."""
+        encoded, context, globals_ = self._encode(self.actor_encoder, obs)
+        dist = self._distribution_of(encoded, context, globals_)
+        own_critic = self.critic_encoder is not None
+        value = self.value(obs) if own_critic else self._value_of(context.detach(), globals_)
+        forecast = None if self.forecast_head is None else self.forecast_head(encoded).squeeze(-1)
+        return dist, value, forecast
 
     def distribution(self, obs: torch.Tensor) -> LogisticNormalDistribution:
         """Gaussian scores over ``[K globals, M entities]`` for observations ``(B, D)``."""

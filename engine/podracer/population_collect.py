@@ -78,7 +78,7 @@ def collect_population(
     env = stack.env
     obs_dim, action_dim = agents[0].obs_dim, agents[0].action_dim
     entities, action_globals = agents[0].entity_shape()
-    pathwise = any(agent.config.pathwise_coef > 0.0 for agent in agents)
+    pathwise = any(agent.config.uses_step_outcomes for agent in agents)
     buf = Rollout.allocate(steps, pods * n, obs_dim, action_dim, device, entities, pathwise)
     params = model.parameters()
     generators = [agent.generator for agent in agents]

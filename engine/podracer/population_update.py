@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from podracer.entity_advantage import entity_policy_loss
+from podracer.forecast import forecast_loss
 from podracer.pathwise import pathwise_loss
 from podracer.population_collect import PodBatch
 from podracer.ppo import PPOAgent, learning_rate_at
@@ -63,6 +64,10 @@ def update_population(
         and batch.entity_cost_rates is not None
         else None
     )
+    forecast_coef = hyper_column(agents, "forecast_coef", device)
+    forecasting = batch.entity_outcomes is not None and all(
+        agent.config.forecast_coef > 0.0 for agent in agents
+    )
     parameters = [list(agent.model.parameters()) for agent in agents]
     hooks = [
         None if rollout is None else agent.epoch_hooks(rollout)
@@ -88,7 +93,12 @@ def update_population(
         minibatches = order.tensor_split(minibatch_count, dim=1)
         epoch_kl = torch.zeros(pods, device=device)
         for idx in minibatches:
-            dist, new_values = model.distribution_and_value(model.parameters(), batch.obs[pod_rows, idx])
+            mb_obs = batch.obs[pod_rows, idx]
+            forecast = None
+            if forecasting:
+                dist, new_values, forecast = model.distribution_value_and_forecast(model.parameters(), mb_obs)
+            else:
+                dist, new_values = model.distribution_and_value(model.parameters(), mb_obs)
             adv = batch.advantages[pod_rows, idx]
             if cfg.normalize_advantages:
                 adv = (adv - adv.mean(dim=1, keepdim=True)) / (adv.std(dim=1, keepdim=True) + 1e-8)
@@ -128,6 +138,8 @@ def update_population(
                 value_error = torch.max(value_error, (clipped - returns).square())
             value_loss = 0.5 * value_error.mean(dim=1)
             loss = policy_loss + value_coef * value_loss
+            if forecast is not None and batch.entity_outcomes is not None:
+                loss = loss + forecast_coef * forecast_loss(forecast, batch.entity_outcomes[pod_rows, idx])
             if use_entropy:  # a pod with weight 0 gets exactly 0 from it
                 loss = loss - entropy_coef * dist.entropy().mean(dim=1)
             for agent in agents:

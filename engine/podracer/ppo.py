@@ -257,10 +257,10 @@ class PPOAgent:
             buf is None
             or buf.obs.shape[:2] != (steps, num_envs)
             or (buf.entity_advantages is None) != (entities == 0)
-            or (buf.entity_outcomes is None) == (entities > 0 and cfg.pathwise_coef > 0.0)
+            or (buf.entity_outcomes is None) == (entities > 0 and cfg.uses_step_outcomes)
         ):
             buf = self._rollout = Rollout.allocate(
-                steps, num_envs, self.obs_dim, self.action_dim, self.device, entities, cfg.pathwise_coef > 0.0
+                steps, num_envs, self.obs_dim, self.action_dim, self.device, entities, cfg.uses_step_outcomes
             )
         first_obs = self.begin_collection(env)
         collected = collect_rollout(

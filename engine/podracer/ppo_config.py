@@ -99,6 +99,11 @@ class PPOConfig:
             outcome in standard deviations over ``pathwise_risk``.
         critic_features: what the critic reads (:data:`CriticFeatures`); ``actor`` needs policy
             ``cross_sectional``.
+        forecast_coef: weight of an auxiliary forecast loss (:mod:`podracer.forecast`): a linear
+            head on the actor's per-entity encodings regresses each entity's outcome this step,
+            cross-sectionally demeaned and in minibatch standard deviations, so the shared encoder
+            learns what predicts the outcomes from every entity of every row (needs
+            ``advantages = "entity"``); 0 turns it off (and the network has no forecast head).
     """
 
     rollout_steps: int = 64
@@ -130,6 +135,7 @@ class PPOConfig:
     pathwise_coef: float = 0.0
     pathwise_risk: float = 0.01
     critic_features: CriticFeatures = "own"
+    forecast_coef: float = 0.0
 
     PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {
         "learning_rate": (1e-5, 3e-3),
@@ -139,10 +145,13 @@ class PPOConfig:
         "gamma": (0.9, 0.9999),
         "value_coef": (0.1, 1.0),
         "h_term_coef": (0.0, 0.0),
+        "pathwise_risk": (0.01, 0.01),
     }
     """Float fields a tournament may perturb, with their allowed ``(min, max)``. ``h_term_coef`` is
     pinned at its start value by default (measured: no narrower seed spread, x1.4 wall time a round;
-    BENCHMARKS "H-term"): a spec searches it with ``perturb_bounds = {h_term_coef = [0.0, 0.25]}``."""
+    BENCHMARKS "H-term"): a spec searches it with ``perturb_bounds = {h_term_coef = [0.0, 0.25]}``.
+    ``pathwise_risk`` is pinned too (a domain's choice: how concentrated the optimum of the pathwise
+    term is); a spec searches it with e.g. ``perturb_bounds = {pathwise_risk = [0.002, 0.02]}``."""
     PERTURB_SPACES: ClassVar[dict[str, str]] = {
         "gamma": "log1m",
         "gae_lambda": "log1m",
@@ -178,6 +187,7 @@ class PPOConfig:
             "h_term_coef": (0.0, None),
             "pathwise_coef": (0.0, None),
             "pathwise_risk": (0.0, None),
+            "forecast_coef": (0.0, None),
         }
         for name, (low, high) in ranges.items():
             value = float(getattr(self, name))
@@ -200,6 +210,10 @@ class PPOConfig:
             raise AgentError(
                 f"PPOConfig.pathwise_coef > 0 needs advantages 'entity', got advantages {self.advantages!r}"
             )
+        if self.forecast_coef > 0.0 and self.advantages != "entity":
+            raise AgentError(
+                f"PPOConfig.forecast_coef > 0 needs advantages 'entity', got advantages {self.advantages!r}"
+            )
         if self.critic_features not in CRITIC_FEATURES:
             raise AgentError(
                 f"PPOConfig.critic_features must be 'own' or 'actor', got {self.critic_features!r}"
@@ -219,6 +233,12 @@ class PPOConfig:
             raise AgentError(f"PPOConfig.eval_average must be in [0, 1), got {self.eval_average}")
         if self.target_kl is not None and not self.target_kl > 0.0:
             raise AgentError(f"PPOConfig.target_kl must be > 0 or None, got {self.target_kl}")
+
+    @property
+    def uses_step_outcomes(self) -> bool:
+        """Whether a round keeps the env's per-entity outcomes, holdings and cost rates (the pathwise
+        term's inputs; the forecast loss's target)."""
+        return self.pathwise_coef > 0.0 or self.forecast_coef > 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python form (``hidden_sizes`` as a list) for snapshots and logs."""
@@ -289,7 +309,12 @@ def build_model(
             f"the agent has {obs_dim}, {action_dim}"
         )
     return CrossSectionalActorCritic(
-        layout, config.hidden_sizes, config.activation, seed, critic_features=config.critic_features
+        layout,
+        config.hidden_sizes,
+        config.activation,
+        seed,
+        critic_features=config.critic_features,
+        forecast_head=config.forecast_coef > 0.0,
     )
 
 

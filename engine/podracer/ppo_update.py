@@ -12,8 +12,10 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from podracer.distributions import PolicyDistribution
 from podracer.entity import CrossSectionalActorCritic
 from podracer.entity_advantage import entity_policy_loss
+from podracer.forecast import forecast_loss
 from podracer.networks import ActorCritic
 from podracer.pathwise import pathwise_loss
 from podracer.ppo_config import PPOConfig
@@ -79,6 +81,14 @@ def ppo_update(
             rollout.entity_cost_rates.flatten(0, 1),
         )
 
+    forecast_outcomes = (
+        rollout.entity_outcomes.flatten(0, 1)
+        if cfg.forecast_coef > 0.0
+        and rollout.entity_outcomes is not None
+        and isinstance(model, CrossSectionalActorCritic)
+        else None
+    )
+
     sums = torch.zeros(5, device=device)  # policy loss, value loss, approx_kl, clip_frac, count
     epochs_run = 0
     for _ in range(cfg.update_epochs):
@@ -87,7 +97,13 @@ def ppo_update(
         minibatches = order.tensor_split(cfg.num_minibatches)
         for idx in minibatches:
             mb_obs, mb_old_values, mb_returns = obs[idx], old_values[idx], returns[idx]
-            dist, new_values = model.distribution_and_value(mb_obs)
+            forecast = None
+            dist: PolicyDistribution
+            if forecast_outcomes is not None:
+                assert isinstance(model, CrossSectionalActorCritic)
+                dist, new_values, forecast = model.distribution_value_and_forecast(mb_obs)
+            else:
+                dist, new_values = model.distribution_and_value(mb_obs)
             adv = advantages[idx]
             if cfg.normalize_advantages:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
@@ -132,6 +148,8 @@ def ppo_update(
             value_loss = 0.5 * value_error.mean()
 
             loss = policy_loss + cfg.value_coef * value_loss
+            if forecast is not None and forecast_outcomes is not None:
+                loss = loss + cfg.forecast_coef * forecast_loss(forecast, forecast_outcomes[idx])
             if cfg.entropy_coef > 0.0:  # the Beta entropy's digammas are costly: skip them when unused
                 loss = loss - cfg.entropy_coef * dist.entropy().mean()
             optimizer.zero_grad(set_to_none=True)

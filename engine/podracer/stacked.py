@@ -64,6 +64,7 @@ def structure_key(agent: Any) -> tuple[Any, ...] | None:
         agent.action_high,
         str(agent.device),
         layout,
+        config.forecast_coef > 0.0,  # a forecast head is a parameter the others lack
     )
 
 
@@ -71,16 +72,26 @@ class _Heads(nn.Module):
     """One model's distribution tensors and/or value in one call: what ``vmap`` maps over pods."""
 
     def __init__(
-        self, model: ActorCritic | CrossSectionalActorCritic, with_dist: bool, with_value: bool
+        self,
+        model: ActorCritic | CrossSectionalActorCritic,
+        with_dist: bool,
+        with_value: bool,
+        with_forecast: bool = False,
     ) -> None:
         super().__init__()
         self.net = model
         self.with_dist = with_dist
         self.with_value = with_value
+        self.with_forecast = with_forecast
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if not self.with_dist:
             return (self.net.value(obs),)
+        if self.with_forecast:
+            assert isinstance(self.net, CrossSectionalActorCritic)
+            scores, value, forecast = self.net.distribution_value_and_forecast(obs)
+            assert forecast is not None
+            return (scores.loc, scores.log_std, value, forecast)
         if self.with_value:
             dist, value = self.net.distribution_and_value(obs)
         else:
@@ -110,6 +121,11 @@ class StackedModel:
             (d, v): vmap(self._call(_Heads(template, d, v)))
             for d, v in ((True, False), (True, True), (False, True))
         }
+        self._forecast_call = (
+            vmap(self._call(_Heads(template, True, True, with_forecast=True)))
+            if getattr(template, "forecast_head", None) is not None
+            else None
+        )
 
     @staticmethod
     def _call(heads: _Heads) -> Any:
@@ -136,6 +152,20 @@ class StackedModel:
         """Distributions ``(P, b, A)`` and values ``(P, b)`` in one batched call."""
         *tensors, values = self._calls[True, True](params, obs)
         return self._distribution(tensors), values
+
+    def distribution_value_and_forecast(
+        self, params: Params, obs: torch.Tensor
+    ) -> tuple[Distribution, torch.Tensor, torch.Tensor]:
+        """Distributions ``(P, b, A)``, values ``(P, b)`` and the forecast heads' outputs ``(P, b, M)``
+        in one batched call (cross-sectional models with a forecast head only).
+
+        Raises:
+            TournamentError: the models have no forecast head.
+        """
+        if self._forecast_call is None:
+            raise TournamentError("these models have no forecast head (forecast_coef = 0)")
+        loc, log_std, values, forecast = self._forecast_call(params, obs)
+        return self._distribution((loc, log_std)), values, forecast
 
     def value(self, params: Params, obs: torch.Tensor) -> torch.Tensor:
         """Values ``(P, b)`` for observations ``(P, b, D)``."""

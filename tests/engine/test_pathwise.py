@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
 from engine._choice_kit import CHOICE_PPO, ENTITIES, assert_population_equals_pods_one_by_one, trained_alone
+from podracer.generator import perturb_config
 from podracer.pathwise import pathwise_loss, store_step_inputs
 from podracer.ppo import PPOAgent, PPOConfig
 from podracer.ppo_config import AgentError
@@ -130,3 +132,17 @@ def test_a_population_with_the_pathwise_term_equals_its_pods_trained_one_by_one(
         CHOICE_PPO,  # off in one pod of the population
     ]
     assert_population_equals_pods_one_by_one(configs)
+
+
+def test_the_tracking_error_aversion_is_pinned_unless_a_search_space_is_given() -> None:
+    """``pathwise_risk`` keeps every child's value by default (podracer is domain-free: how
+    concentrated a portfolio may be is the domain's call) and moves within ``perturb_bounds``."""
+    start = dataclasses.replace(CHOICE_PPO, pathwise_coef=1.0, pathwise_risk=0.004)
+    rng = np.random.default_rng(3)
+    assert {perturb_config(start, 0.5, rng, None, 0.25).pathwise_risk for _ in range(50)} == {0.004}
+    searched = [perturb_config(start, 0.5, rng, {"pathwise_risk": (0.002, 0.02)}, 0.25) for _ in range(200)]
+    risks = np.array([child.pathwise_risk for child in searched])
+    assert risks.min() >= 0.002
+    assert risks.max() <= 0.02
+    assert len(set(risks.tolist())) > 100
+    assert risks.max() > 0.01  # resampled log-uniformly over the whole range, not only stepped

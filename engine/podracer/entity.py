@@ -156,6 +156,9 @@ class CrossSectionalActorCritic(nn.Module):
         seed: seeds the initial weights (drawn on the CPU, so identical on every device).
         critic_features: ``own`` (the critic's own encoder) or ``actor`` (the actor's pooled
             context, gradient stopped; no critic encoder).
+        forecast_head: add a linear head on the actor's per-entity encodings for the auxiliary
+            forecast loss (:mod:`podracer.forecast`; ``forecast_coef > 0``), drawn after every
+            other weight so the rest of the initialisation does not depend on it.
     """
 
     def __init__(
@@ -301,6 +304,7 @@ class CrossSectionalActorCritic(nn.Module):
             + flops(self.entity_head, m)
             + flops(self.global_head, 1)
             + flops(self.critic_head, 1)
+            + flops(self.forecast_head, m)
         )
         firsts = [enc[0] for enc in (self.actor_encoder, self.critic_encoder) if enc is not None]
         first = sum(flops(layer, m) for layer in firsts)

@@ -63,9 +63,9 @@ def store_step_inputs(
     reported = [info.get(key) for key in (ENTITY_OUTCOMES, ENTITY_HOLDINGS, ENTITY_COST_RATES)]
     if not all(isinstance(value, torch.Tensor) for value in reported):
         raise AgentError(
-            f"pathwise_coef > 0 needs an env whose step info has {ENTITY_OUTCOMES!r}, {ENTITY_HOLDINGS!r} "
-            f"and {ENTITY_COST_RATES!r} (N, M; the rates may be N, 1); fix: set pathwise_coef = 0 with this "
-            "env, or report them"
+            f"pathwise_coef > 0 (or forecast_coef > 0) needs an env whose step info has {ENTITY_OUTCOMES!r}, "
+            f"{ENTITY_HOLDINGS!r} and {ENTITY_COST_RATES!r} (N, M; the rates may be N, 1); fix: set "
+            "pathwise_coef = 0 and forecast_coef = 0 with this env, or report them"
         )
     for destination, value in zip((outcomes, holdings, cost_rates), reported, strict=True):
         assert isinstance(value, torch.Tensor)

@@ -27,7 +27,8 @@ learning (:mod:`podracer.population_update`); this module checks the population 
 together.
 
 What must be equal across the population (:func:`structure_key`): the agent class, network
-(``policy``, ``hidden_sizes``, ``activation``), ``rollout_steps``, ``update_epochs``,
+(``policy``, ``hidden_sizes``, ``activation``, whether it has a forecast head: ``forecast_coef > 0``),
+``rollout_steps``, ``update_epochs``,
 ``num_minibatches``, the normalisation switches and ``obs_clip``, ``clip_value``, the env's shape
 and device. A tournament's perturbations move only the per-pod tensors, so all its pods qualify.
 """

@@ -41,7 +41,8 @@ class PodBatch:
         entity_log_probs: ``(P, B, M)`` the entity scores' own log-densities (``advantages =
             "entity"``), else ``None``.
         entity_advantages: ``(P, B, M)`` per-entity advantages, else ``None``.
-        entity_outcomes: ``(P, B, M)`` the pathwise term's outcomes (``pathwise_coef > 0``), else ``None``.
+        entity_outcomes: ``(P, B, M)`` the pathwise term's and the forecast loss's outcomes
+            (``pathwise_coef > 0`` or ``forecast_coef > 0`` in some pod), else ``None``.
         entity_holdings: ``(P, B, M)`` its holdings, else ``None``.
         entity_cost_rates: ``(P, B, M)`` its cost rates, else ``None``.
     """

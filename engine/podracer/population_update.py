@@ -59,7 +59,8 @@ def update_population(
     pathwise_risk = hyper_column(agents, "pathwise_risk", device)
     pathwise = (
         (batch.entity_outcomes, batch.entity_holdings, batch.entity_cost_rates)
-        if batch.entity_outcomes is not None
+        if any(agent.config.pathwise_coef > 0.0 for agent in agents)
+        and batch.entity_outcomes is not None
         and batch.entity_holdings is not None
         and batch.entity_cost_rates is not None
         else None

@@ -115,13 +115,21 @@ def check_same_network(state: Mapping[str, Any], obs_dim: int, action_dim: int, 
         theirs_config["activation"],
         theirs_config.get("policy", "mlp"),
         theirs_config.get("critic_features", "own"),
+        float(theirs_config.get("forecast_coef", 0.0)) > 0.0,
     )
-    ours = (config.hidden_sizes, config.activation, config.policy, config.critic_features)
+    ours = (
+        config.hidden_sizes,
+        config.activation,
+        config.policy,
+        config.critic_features,
+        config.forecast_coef > 0.0,
+    )
     if theirs != ours:
         raise SnapshotError(
             f"snapshot network has hidden_sizes={theirs[0]}, activation={theirs[1]!r}, "
-            f"policy={theirs[2]!r}, critic_features={theirs[3]!r}; this agent has {ours[0]}, "
-            f"{ours[1]!r}, {ours[2]!r}, {ours[3]!r}: build the agent with the snapshot's"
+            f"policy={theirs[2]!r}, critic_features={theirs[3]!r}, forecast head={theirs[4]}; this agent "
+            f"has {ours[0]}, {ours[1]!r}, {ours[2]!r}, {ours[3]!r}, {ours[4]}: build the agent with the "
+            "snapshot's"
         )
 
 

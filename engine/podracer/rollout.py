@@ -95,7 +95,8 @@ class Rollout:
             "entity"``; else ``None``).
         entity_advantages: ``(T, N, M)`` per-entity advantages (:mod:`podracer.entity_advantage`;
             entity terms during collection), or ``None``.
-        entity_outcomes: ``(T, N, M)`` the env's per-entity outcomes (``pathwise_coef > 0``), or ``None``.
+        entity_outcomes: ``(T, N, M)`` the env's per-entity outcomes (``pathwise_coef > 0`` or
+            ``forecast_coef > 0``), or ``None``.
         entity_holdings: ``(T, N, M)`` the unit actions that traded nothing, or ``None``.
         entity_cost_rates: ``(T, N, M)`` reward lost per unit traded, or ``None``.
     """

@@ -203,8 +203,9 @@ def check_population(agents: Sequence[PPOAgent]) -> None:
         )
     if len(keys) > 1:
         raise TournamentError(
-            f"agents of one population must share {', '.join(STRUCTURE_FIELDS)} and their env shape; "
-            "group them by podracer.population.structure_key"
+            f"agents of one population must share {', '.join(STRUCTURE_FIELDS)}, whether they have a "
+            "forecast head (forecast_coef > 0) and their env shape; group them by "
+            "podracer.population.structure_key"
         )
 
 

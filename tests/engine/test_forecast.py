@@ -89,3 +89,27 @@ def test_a_population_with_the_forecast_loss_equals_its_pods_trained_one_by_one(
         dataclasses.replace(FORECAST_PPO, pathwise_coef=1.0, pathwise_risk=0.01),
     ]
     assert_population_equals_pods_one_by_one(configs)
+
+
+def test_pods_with_and_without_a_forecast_head_are_not_stacked_together() -> None:
+    from podracer.errors import TournamentError
+    from podracer.stacked import check_population, structure_key
+
+    plain, forecasting = choice_agent(CHOICE_PPO, 0), choice_agent(FORECAST_PPO, 1)
+    assert structure_key(plain) != structure_key(forecasting)
+    assert structure_key(forecasting) == structure_key(
+        choice_agent(dataclasses.replace(FORECAST_PPO, forecast_coef=0.1), 2)
+    )
+    with pytest.raises(TournamentError, match="forecast head"):
+        check_population([plain, forecasting])
+
+
+def test_weights_from_a_network_with_another_forecast_head_are_refused_by_name() -> None:
+    from podracer.errors import SnapshotError
+
+    forecasting = choice_agent(FORECAST_PPO, 0)
+    with pytest.raises(SnapshotError, match="forecast head=True"):
+        choice_agent(CHOICE_PPO, 1).load_weights_from(forecasting.state_dict(), keep_optimizer=True)
+    choice_agent(dataclasses.replace(FORECAST_PPO, forecast_coef=0.2), 1).load_weights_from(
+        forecasting.state_dict(), keep_optimizer=True
+    )

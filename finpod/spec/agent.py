@@ -31,8 +31,9 @@ on a laptop CPU:
   about 940 env steps/s a pod on one CPU thread, where 512 x 512 trained at 212;
 * per-asset advantages (:mod:`podracer.entity_advantage`; BENCHMARKS.md "Entity advantages":
   a realistic edge learned in about a third of the env steps) and the pathwise term
-  (:mod:`podracer.pathwise`, weight 1, tracking-error aversion ``pathwise_risk`` 0.01: the step
-  reward's own gradient through the mode's weights; BENCHMARKS.md "The reward's own gradient");
+  (:mod:`podracer.pathwise`, weight 1, tracking-error aversion ``pathwise_risk`` 0.01, which the
+  tournament searches in [0.002, 0.02]: the step reward's own gradient through the mode's weights;
+  BENCHMARKS.md "The reward's own gradient");
   ``joint`` and no pathwise term where they cannot apply (the ``mlp`` policy, ``share_delta``
   actions, see :func:`ppo_config_from`);
 * short rollouts (8 steps) and 4 minibatches: many small updates; gamma 0, as an edge that pays at
@@ -82,6 +83,8 @@ FIXES: dict[str, str] = {
     "pathwise_coef": "set agent.pathwise_coef = 0 (off), or use it with advantages 'entity' (policy "
     "'cross_sectional', env.action_mode 'weights')",
     "pathwise_risk": "set agent.pathwise_risk to a tracking-error aversion >= 0, e.g. 0.01",
+    "forecast_coef": "set agent.forecast_coef = 0 (off), or use it with advantages 'entity' (policy "
+    "'cross_sectional', env.action_mode 'weights')",
     "critic_features": "set agent.critic_features = 'own' (the critic's own encoder) or 'actor' (the "
     "actor's pooled context; policy 'cross_sectional' only)",
 }
@@ -138,6 +141,7 @@ def ppo_config_from(
         raise ValueError(f"unknown PPO setting {unknown[0]!r}; fix: use one of {', '.join(sorted(known))}")
     for name, value in agent.items():
         _check_agent_type(name, value)
+    agent = {name: _as_field_type(name, value) for name, value in agent.items()}
     if agent.get("advantages") == "entity" and action_mode != "weights":
         raise ValueError(
             f"agent.advantages: 'entity' needs per-asset outcomes, which env.action_mode {action_mode!r} "
@@ -152,6 +156,14 @@ def ppo_config_from(
         field, problem = named.groups()
         fix = FIXES.get(field, f"change agent.{field} to satisfy that")
         raise ValueError(f"agent.{field}: {problem}; fix: {fix}") from None
+
+
+def _as_field_type(name: str, value: Any) -> Any:
+    """A whole number given for a float field (``pathwise_risk = 1``, ``--set agent.gamma=0``) as a
+    float: a tournament perturbs only float fields and refuses a config whose field is an int."""
+    default = next(f.default for f in dataclasses.fields(PPOConfig) if f.name == name)
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    return float(value) if whole and (isinstance(default, float) or default is None) else value
 
 
 def _check_agent_type(name: str, value: Any) -> None:

@@ -23,7 +23,7 @@ TOURNAMENT_DEFAULTS: dict[str, Any] = {
     "budget_seconds": 120.0,
     "eval_every_rounds": 2,
     "resample_prob": 0.25,
-    "perturb_bounds": {"learning_rate": (3e-5, 1e-3), "gamma": (0.0, 0.99)},
+    "perturb_bounds": {"learning_rate": (3e-5, 1e-3), "gamma": (0.0, 0.99), "pathwise_risk": (0.002, 0.02)},
     "pool_schedule": "halving",
     "halving_floor": 2,
     "lag_margin": 0.1,
@@ -44,8 +44,11 @@ there), so a spec that says nothing gets a tournament that learns within two min
   train at all without fitting the train years' noise within the budget (3e-5 to 1e-3 around the
   pathwise agent's 1e-4; an agent without the pathwise term searches
   :data:`SCORE_FUNCTION_TOURNAMENT_DEFAULTS`), horizons from one bar to about 100 (``gamma`` 0 to
-  0.99); a child redraws a field from it with probability 0.25 (Ray Tune PBT's resample default),
-  so a poor start is escaped;
+  0.99), and how concentrated the pathwise term's optimal portfolio is (``pathwise_risk`` 0.002 to
+  0.02 around the agent's 0.01: on the bench's tuning seeds the volume-conditioned kind's held-out
+  share tripled at 0.003 while one multi-bar reversal seed did best at 0.01, so no one value
+  serves every signal; BENCHMARKS.md "Where the volume kind's skill goes"); a child redraws a
+  field from it with probability 0.25 (Ray Tune PBT's resample default), so a poor start is escaped;
 * a wall budget of 120 s (rounds are a fraction of a second, so the run ends within a few seconds
   of it) with a 2M env-step cap; a spec that must be reproducible on any machine states
   ``budget_env_steps`` and a ``budget_seconds`` it never reaches, as ``strategies/demo.toml`` does.

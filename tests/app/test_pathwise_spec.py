@@ -104,3 +104,16 @@ def test_a_bad_pathwise_setting_is_one_line_with_a_fix(
     agent: dict[str, Any], expected: str, tmp_path: Path
 ) -> None:
     assert_refused_in_one_line(tmp_path, agent, expected)
+
+
+def test_whole_numbers_for_float_fields_reach_the_tournament_as_floats() -> None:
+    """``pathwise_risk = 1`` or ``--set agent.gamma=0`` is a TOML integer; a tournament perturbs only
+    float fields and would refuse the agent's config at its start."""
+    from podracer.pod import check_agent_config
+
+    config = _spec(agent={"pathwise_risk": 1, "gamma": 0, "learning_rate": 1}).agent_config()
+    assert isinstance(config.pathwise_risk, float)
+    assert isinstance(config.gamma, float)
+    assert isinstance(config.learning_rate, float)
+    check_agent_config(config, _spec().tournament_config().perturb_bounds)
+    assert _spec(agent={"rollout_steps": 4}).agent_config().rollout_steps == 4  # ints stay ints

@@ -80,6 +80,7 @@ BAD_FIELDS = [
     ({"tournament": {"torch_threads_per_pod": 0}}, "tournament.torch_threads_per_pod", "fix:"),
     ({"tournament": {"halving_floor": 0}}, "tournament.halving_floor", "fix:"),
     ({"tournament": {"backend": "threads"}}, "tournament.backend", "population"),
+    ({"agent": {"forecast_coef": -1.0}}, "agent.forecast_coef", "fix:"),
     ({"tournament": {"backend": "population", "learners": 2}}, "tournament.learners", "learners = 1"),
     ({"data": {"source": "dataset"}}, "data.path", "data.source"),
     ({"data": {"synthetic": {"n_symbols": 0}}}, "data.synthetic.n_symbols", "fix:"),

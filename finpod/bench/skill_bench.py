@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -328,6 +329,50 @@ def bench_spec(case: SkillCase, seed: int, hyper: str, overrides: Sequence[str] 
     return apply_overrides(spec, overrides)
 
 
+class ExcludedTime:
+    """Wall seconds during which at least one excluded pass ran: the union of their intervals.
+
+    Pods validate in their own threads, so two held-out passes of the curve can overlap; summing
+    their lengths would leave more time out of the contender's clock (and its tournament's wall
+    budget) than passed. Each pass calls :meth:`begin` and :meth:`end`; a period ends when the last
+    overlapping pass does, and its length is added once (and told to ``on_period``, if set).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._running = 0
+        self._period_start = 0.0
+        self.seconds = 0.0
+        """Excluded wall seconds so far (periods that have ended)."""
+        self.on_period: Callable[[float], None] | None = None
+
+    def so_far(self) -> float:
+        """Excluded wall seconds up to now, the running period's part included."""
+        with self._lock:
+            running = self._clock() - self._period_start if self._running > 0 else 0.0
+            return self.seconds + running
+
+    def begin(self) -> None:
+        """A pass starts."""
+        with self._lock:
+            if self._running == 0:
+                self._period_start = self._clock()
+            self._running += 1
+
+    def end(self) -> None:
+        """A pass ends; the period's length is counted when no other pass is still running."""
+        with self._lock:
+            self._running -= 1
+            if self._running > 0:
+                return
+            spent = self._clock() - self._period_start
+            self.seconds += spent
+            on_period = self.on_period
+        if on_period is not None:
+            on_period(spent)
+
+
 @dataclass
 class _Problem:
     """What every contender of one (case, seed, hyper set) shares, and its learning curve."""
@@ -342,10 +387,10 @@ class _Problem:
     """Every validation score computed for the contender (the deflated Sharpe ratio's trials)."""
     curve: list[list[float]] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
-    excluded_seconds: float = 0.0
-    """Wall seconds of the curve's held-out passes (not the contender's work)."""
-    on_excluded: Callable[[float], None] | None = None
-    """Told the seconds of each held-out pass (a tournament leaves them out of its wall budget)."""
+    excluded: ExcludedTime = field(default_factory=ExcludedTime)
+    """Wall seconds of the curve's held-out passes (not the contender's work); its ``on_period`` is
+    told each period's seconds (a tournament leaves them out of its wall budget)."""
+    _trials_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     context: RunContext = field(init=False)
     """The contender's env settings, sizes and agent factory (on the selection panel)."""
 
@@ -365,7 +410,7 @@ class _Problem:
     @property
     def seconds(self) -> float:
         """Wall seconds since the contender started, the curve's passes excluded."""
-        return time.perf_counter() - self.started - self.excluded_seconds
+        return time.perf_counter() - self.started - self.excluded.so_far()
 
     def validate(self, policy: Policy) -> float:
         """The validation score a run of the spec gives ``policy`` (its chunks and warm-up, as
@@ -379,18 +424,21 @@ class _Problem:
             chunks=tournament.validation_chunks,
             warmup_bars=tournament.validation_warmup_bars,
         )
-        improved = score > max(self.trials, default=-math.inf)
-        self.trials.append(score)
-        if improved:
-            seconds, start = self.seconds, time.perf_counter()
-            sharpe = returns_sharpe(self.held_out(policy))
-            share = share_captured(sharpe, self.oracle_sharpe, self.equal_weight_sharpe)
+        with self._trials_lock:
+            improved = score > max(self.trials, default=-math.inf)
+            self.trials.append(score)
             steps = float(len(self.trials) * self.steps_per_score)
-            self.curve.append([steps, seconds, share, sharpe - self.equal_weight_sharpe])
-            spent = time.perf_counter() - start
-            self.excluded_seconds += spent
-            if self.on_excluded is not None:
-                self.on_excluded(spent)
+            if improved:
+                self.excluded.begin()
+        if improved:
+            try:
+                seconds = self.seconds
+                sharpe = returns_sharpe(self.held_out(policy))
+                share = share_captured(sharpe, self.oracle_sharpe, self.equal_weight_sharpe)
+                with self._trials_lock:
+                    self.curve.append([steps, seconds, share, sharpe - self.equal_weight_sharpe])
+            finally:
+                self.excluded.end()
         return score
 
     def held_out(self, policy: Policy) -> pd.Series:
@@ -455,7 +503,7 @@ def _run_tournament(problem: _Problem) -> tuple[dict[str, Policy], int]:
             make_env,
             problem.validate,
         )
-        problem.on_excluded = tournament.exclude_seconds  # the curve's passes are not training
+        problem.excluded.on_period = tournament.exclude_seconds  # the curve's passes are not training
         result = tournament.run()
         policies = select(spec, result.leaderboard, factory)
         steps = result.env_steps

@@ -130,3 +130,32 @@ def test_the_learning_curves_plot_shares_and_a_null_case_s_excess_sharpe(tmp_pat
     ]
     written = plot_curves(results, tmp_path / "plots" / "curves.png")
     assert written.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_overlapping_held_out_passes_leave_their_union_out_of_the_clock() -> None:
+    """Pods validate in their own threads: two passes that overlap exclude the wall time they
+    cover together, once (the sum would exclude more time than passed)."""
+    from finpod.bench.skill_bench import ExcludedTime
+
+    now = [0.0]
+    told: list[float] = []
+    excluded = ExcludedTime(clock=lambda: now[0])
+    excluded.on_period = told.append
+    excluded.begin()  # pass A: 0 s .. 14 s
+    now[0] = 10.0
+    excluded.begin()  # pass B: 10 s .. 13 s, inside A
+    now[0] = 12.0
+    assert excluded.so_far() == 12.0
+    now[0] = 13.0
+    excluded.end()
+    assert told == []
+    now[0] = 14.0
+    excluded.end()
+    assert told == [14.0]
+    assert excluded.seconds == 14.0
+    now[0] = 20.0
+    excluded.begin()
+    now[0] = 21.5
+    excluded.end()
+    assert told == [14.0, 1.5]
+    assert excluded.so_far() == 15.5

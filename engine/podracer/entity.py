@@ -146,6 +146,15 @@ def _first_linear(network: nn.Sequential) -> nn.Linear:
     return first
 
 
+def _forecast_head(width: int, generator: torch.Generator) -> nn.Sequential:
+    """``(..., H) -> (..., 1)``, linear and without a bias: the forecast loss ignores a forecast's
+    level common to the row's entities, so a bias would get no gradient but float noise, which Adam
+    turns into steps of the full learning rate."""
+    layer = nn.Linear(width, 1, bias=False)
+    nn.init.orthogonal_(layer.weight, gain=1.0, generator=generator)
+    return nn.Sequential(layer)
+
+
 class CrossSectionalActorCritic(nn.Module):
     """Shared per-entity encoders, mean-pooled context, logistic-normal actor and pooled critic.
 
@@ -192,7 +201,7 @@ class CrossSectionalActorCritic(nn.Module):
         )
         self.critic_head = mlp(width + globals_, (width,), 1, activation, CRITIC_HEAD_INIT_GAIN, generator)
         self.log_std = nn.Parameter(torch.full((1 + k,), math.log(INITIAL_SCORE_STD)))
-        self.forecast_head = mlp(width, (), 1, activation, 1.0, generator) if forecast_head else None
+        self.forecast_head = _forecast_head(width, generator) if forecast_head else None
 
     def _encode(
         self, encoder: nn.Sequential, obs: torch.Tensor

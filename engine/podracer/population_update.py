@@ -19,6 +19,7 @@ from podracer.forecast import forecast_loss
 from podracer.pathwise import pathwise_loss
 from podracer.population_collect import PodBatch
 from podracer.ppo import PPOAgent, learning_rate_at
+from podracer.ppo_config import set_optimizer_hypers
 from podracer.rollout import Rollout
 from podracer.stacked import StackedModel, hyper_column
 
@@ -45,8 +46,7 @@ def update_population(
     lrs = []
     for agent in agents:
         lr = learning_rate_at(agent.config, agent.env_steps)
-        for group in agent.optimizer.param_groups:
-            group["lr"] = lr
+        set_optimizer_hypers(agent.optimizer, agent.config, lr)
         lrs.append(lr)
     low = (1.0 - hyper_column(agents, "clip_coef", device, float64=True)).float().unsqueeze(1)
     high = (1.0 + hyper_column(agents, "clip_coef", device, float64=True)).float().unsqueeze(1)

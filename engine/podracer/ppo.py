@@ -62,6 +62,7 @@ from podracer.ppo_config import (
     build_optimizer,
     check_round_size,
     learning_rate_at,
+    set_optimizer_hypers,
 )
 from podracer.ppo_snapshot import (
     STATE_FORMAT,
@@ -288,8 +289,7 @@ class PPOAgent:
         """
         cfg = self.config
         lr = learning_rate_at(cfg, self.env_steps)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_optimizer_hypers(self.optimizer, cfg, lr)
         check_round_size(rollout.obs.shape[0] * rollout.obs.shape[1], cfg.num_minibatches)
         hook, h_term = self.epoch_hooks(rollout)
         metrics = ppo_update(self.model, self.optimizer, rollout, cfg, lr, self.generator, self.device, hook)

@@ -104,6 +104,10 @@ class PPOConfig:
             cross-sectionally demeaned and in minibatch standard deviations, so the shared encoder
             learns what predicts the outcomes from every entity of every row (needs
             ``advantages = "entity"``); 0 turns it off (and the network has no forecast head).
+        weight_decay: decoupled weight decay (AdamW, Loshchilov and Hutter 2019) per optimiser step,
+            relative to the step size: each step first multiplies every parameter by
+            ``1 - learning_rate * weight_decay``; 0 is plain Adam. It keeps a network that sees the
+            same train rows for many epochs from fitting their noise.
     """
 
     rollout_steps: int = 64
@@ -136,6 +140,7 @@ class PPOConfig:
     pathwise_risk: float = 0.01
     critic_features: CriticFeatures = "own"
     forecast_coef: float = 0.0
+    weight_decay: float = 0.0
 
     PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {
         "learning_rate": (1e-5, 3e-3),
@@ -146,20 +151,24 @@ class PPOConfig:
         "value_coef": (0.1, 1.0),
         "h_term_coef": (0.0, 0.0),
         "pathwise_risk": (0.01, 0.01),
+        "weight_decay": (0.0, 0.0),
     }
     """Float fields a tournament may perturb, with their allowed ``(min, max)``. ``h_term_coef`` is
     pinned at its start value by default (measured: no narrower seed spread, x1.4 wall time a round;
     BENCHMARKS "H-term"): a spec searches it with ``perturb_bounds = {h_term_coef = [0.0, 0.25]}``.
     ``pathwise_risk`` is pinned too (a domain's choice: how concentrated the optimum of the pathwise
-    term is); a spec searches it with e.g. ``perturb_bounds = {pathwise_risk = [0.002, 0.02]}``."""
+    term is); a spec searches it with e.g. ``perturb_bounds = {pathwise_risk = [0.002, 0.02]}``.
+    ``weight_decay`` is pinned as well (searched with e.g. ``{weight_decay = [0.3, 3.0]}``)."""
     PERTURB_SPACES: ClassVar[dict[str, str]] = {
         "gamma": "log1m",
         "gae_lambda": "log1m",
         "entropy_coef": "linear",
         "h_term_coef": "linear",
+        "weight_decay": "linear",
     }
     """Spaces of the perturbation steps (others: ``log``): the horizon ``1 / (1 - gamma)`` moves by a
-    factor, and an entropy or H-term weight of 0 can move (see :mod:`podracer.generator`)."""
+    factor, and an entropy or H-term weight or a weight decay of 0 can move (see
+    :mod:`podracer.generator`)."""
 
     def __post_init__(self) -> None:
         """Reject values PPO cannot run with; each message names the field and the allowed range."""
@@ -188,6 +197,7 @@ class PPOConfig:
             "pathwise_coef": (0.0, None),
             "pathwise_risk": (0.0, None),
             "forecast_coef": (0.0, None),
+            "weight_decay": (0.0, None),
         }
         for name, (low, high) in ranges.items():
             value = float(getattr(self, name))
@@ -319,9 +329,27 @@ def build_model(
 
 
 def build_optimizer(model: torch.nn.Module, config: PPOConfig) -> torch.optim.Adam:
-    """A fresh Adam over ``model``'s parameters at ``config``'s learning rate and eps (fused: one
-    kernel per step over all parameters, on the CPU and CUDA)."""
-    return torch.optim.Adam(model.parameters(), lr=config.learning_rate, eps=config.adam_eps, fused=True)
+    """A fresh Adam over ``model``'s parameters at ``config``'s learning rate, eps and decoupled weight
+    decay (fused: one kernel per step over all parameters, on the CPU and CUDA; with
+    ``weight_decay = 0`` it is plain Adam)."""
+    return torch.optim.Adam(
+        model.parameters(),
+        lr=config.learning_rate,
+        eps=config.adam_eps,
+        weight_decay=config.weight_decay,
+        decoupled_weight_decay=True,
+        fused=True,
+    )
+
+
+def set_optimizer_hypers(optimizer: torch.optim.Optimizer, config: PPOConfig, learning_rate: float) -> None:
+    """Write ``learning_rate`` and ``config``'s eps and weight decay into every parameter group (a
+    round's scheduled rate, or a perturbed config's values; the moments are kept)."""
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate
+        group["eps"] = config.adam_eps
+        group["weight_decay"] = config.weight_decay
+        group["decoupled_weight_decay"] = True
 
 
 __all__ = [
@@ -339,4 +367,5 @@ __all__ = [
     "build_optimizer",
     "check_round_size",
     "learning_rate_at",
+    "set_optimizer_hypers",
 ]

@@ -22,7 +22,7 @@ from podracer.eval_average import EvalAverage, average_state
 from podracer.networks import ActorCritic
 from podracer.normalization import RunningMeanStd
 from podracer.ppo_collect import SEED_SPACE
-from podracer.ppo_config import PPOConfig
+from podracer.ppo_config import PPOConfig, set_optimizer_hypers
 
 STATE_FORMAT = "podracer.ppo/1"
 """Tag stored in every PPO agent snapshot, checked on load."""
@@ -141,9 +141,7 @@ def load_optimizer_state(
     A copy is loaded: torch's load keeps same-device tensors, and the donor of the snapshot may be live.
     """
     optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
-    for group in optimizer.param_groups:
-        group["lr"] = config.learning_rate
-        group["eps"] = config.adam_eps
+    set_optimizer_hypers(optimizer, config, config.learning_rate)
 
 
 def restore_generator(

@@ -85,6 +85,8 @@ FIXES: dict[str, str] = {
     "pathwise_risk": "set agent.pathwise_risk to a tracking-error aversion >= 0, e.g. 0.01",
     "forecast_coef": "set agent.forecast_coef = 0 (off), or use it with advantages 'entity' (policy "
     "'cross_sectional', env.action_mode 'weights')",
+    "weight_decay": "set agent.weight_decay to a decay >= 0 relative to the learning rate, e.g. 1.0 "
+    "(0: plain Adam)",
     "critic_features": "set agent.critic_features = 'own' (the critic's own encoder) or 'actor' (the "
     "actor's pooled context; policy 'cross_sectional' only)",
 }

@@ -111,8 +111,10 @@ def test_whole_numbers_for_float_fields_reach_the_tournament_as_floats() -> None
     float fields and would refuse the agent's config at its start."""
     from podracer.pod import check_agent_config
 
-    config = _spec(agent={"pathwise_risk": 1, "gamma": 0, "learning_rate": 1}).agent_config()
+    whole = {"pathwise_risk": 1, "gamma": 0, "learning_rate": 1, "weight_decay": 1}
+    config = _spec(agent=whole).agent_config()
     assert isinstance(config.pathwise_risk, float)
+    assert isinstance(config.weight_decay, float)
     assert isinstance(config.gamma, float)
     assert isinstance(config.learning_rate, float)
     check_agent_config(config, _spec().tournament_config().perturb_bounds)

@@ -81,6 +81,7 @@ BAD_FIELDS = [
     ({"tournament": {"halving_floor": 0}}, "tournament.halving_floor", "fix:"),
     ({"tournament": {"backend": "threads"}}, "tournament.backend", "population"),
     ({"agent": {"forecast_coef": -1.0}}, "agent.forecast_coef", "fix:"),
+    ({"agent": {"weight_decay": -1.0}}, "agent.weight_decay", "plain Adam"),
     ({"tournament": {"backend": "population", "learners": 2}}, "tournament.learners", "learners = 1"),
     ({"data": {"source": "dataset"}}, "data.path", "data.source"),
     ({"data": {"synthetic": {"n_symbols": 0}}}, "data.synthetic.n_symbols", "fix:"),

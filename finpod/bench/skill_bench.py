@@ -27,6 +27,11 @@ curve: whenever its best validation score so far improves, the held-out share of
 (what selection would pick if training stopped there) against the env steps so far (validation
 scores x env steps per score) and the wall seconds so far (the curve's own held-out passes are
 not counted). Everything runs on the CPU with one thread unless ``threads`` says otherwise.
+
+With ``snapshots`` (``finpod bench skill --snapshots``) every policy a contender validated is kept
+and, after the contender has finished (outside its clock), traded on the held-out bars too: its
+``snapshots`` rows show how the held-out skill of what the pods hold moves over the run, and what
+any selection rule would have picked (BENCHMARKS.md "What the pods hold over a run").
 """
 
 from __future__ import annotations
@@ -237,6 +242,8 @@ class ContenderResult:
         curve: ``[env_steps, seconds, held-out share, held-out Sharpe - equal weight's]`` of the
             best-on-validation policy each time the contender's best validation score improved (see
             the module docstring; the share is NaN on a market without an edge).
+        snapshots: with ``snapshots``, one row per validated policy, in the order scored: ``[trial,
+            seconds, validation score, pod (the thread that trained it), held-out share]``.
     """
 
     sharpe: dict[str, float]
@@ -246,6 +253,7 @@ class ContenderResult:
     env_steps: int
     seconds: float
     curve: list[list[float]] = field(default_factory=list)
+    snapshots: list[list[Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -391,6 +399,10 @@ class _Problem:
     """Wall seconds of the curve's held-out passes (not the contender's work); its ``on_period`` is
     told each period's seconds (a tournament leaves them out of its wall budget)."""
     _trials_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    keep_snapshots: bool = False
+    """Keep every validated policy (:meth:`snapshot_rows` trades them on the held-out bars)."""
+    validated: list[tuple[int, float, float, str, Policy]] = field(default_factory=list, repr=False)
+    """``(trial, seconds, validation score, pod, policy)`` of each validated policy (``keep_snapshots``)."""
     context: RunContext = field(init=False)
     """The contender's env settings, sizes and agent factory (on the selection panel)."""
 
@@ -427,6 +439,9 @@ class _Problem:
         with self._trials_lock:
             improved = score > max(self.trials, default=-math.inf)
             self.trials.append(score)
+            if self.keep_snapshots:
+                pod = threading.current_thread().name
+                self.validated.append((len(self.trials), self.seconds, score, pod, policy))
             steps = float(len(self.trials) * self.steps_per_score)
             if improved:
                 self.excluded.begin()
@@ -440,6 +455,17 @@ class _Problem:
             finally:
                 self.excluded.end()
         return score
+
+    def snapshot_rows(self) -> list[list[Any]]:
+        """``[trial, seconds, validation score, pod, held-out share]`` of every kept policy (then
+        dropped); run after the contender, so its held-out passes cost it no time."""
+        rows = []
+        for trial, seconds, score, pod, policy in self.validated:
+            sharpe = returns_sharpe(self.held_out(policy))
+            share = share_captured(sharpe, self.oracle_sharpe, self.equal_weight_sharpe)
+            rows.append([trial, round(seconds, 3), score, pod, share])
+        self.validated.clear()
+        return rows
 
     def held_out(self, policy: Policy) -> pd.Series:
         return segment_returns(self.full, "backtest", self.eval_config, policy, self.device)
@@ -564,6 +590,7 @@ def run_seed(
     hyper_sets: Iterable[str] = HYPER_SETS,
     on_result: Callable[[str, ContenderResult], None] | None = None,
     overrides: Sequence[str] = (),
+    snapshots: bool = False,
 ) -> SeedResult:
     """Every requested contender of ``case`` on ``seed`` (CPU), with the oracle, EW and the linear baseline.
 
@@ -574,6 +601,8 @@ def run_seed(
         hyper_sets: names from :data:`HYPER_SETS`.
         on_result: called with ``("<hyper>/<contender>", result)`` as each finishes (progress).
         overrides: ``--set section.key=value`` assignments applied to every contender's spec.
+        snapshots: trade every validated policy on the held-out bars after its contender
+            (:attr:`ContenderResult.snapshots`).
     """
     device = torch.device("cpu")
     base = bench_spec(case, seed, "good", overrides)
@@ -589,7 +618,7 @@ def run_seed(
     for hyper in hyper_sets:
         for name in contenders:
             spec = bench_spec(case, seed, hyper, overrides)
-            problem = _Problem(spec, selection, full, device, oracle, equal)
+            problem = _Problem(spec, selection, full, device, oracle, equal, keep_snapshots=snapshots)
             policies, steps = _RUNNERS[name](problem)
             seconds = problem.seconds
             held_out = {trader: problem.held_out(policy) for trader, policy in policies.items()}
@@ -606,6 +635,7 @@ def run_seed(
                 env_steps=steps,
                 seconds=seconds,
                 curve=problem.curve,
+                snapshots=problem.snapshot_rows(),
             )
             results[f"{hyper}/{name}"] = result
             if on_result is not None:
@@ -694,6 +724,34 @@ def summarise(results: list[SeedResult]) -> dict[str, Any]:
             }
         out[case] = summary
     return out
+
+
+SNAPSHOT_PERIODS: Final[int] = 4
+"""Parts of a run the snapshot summary averages the held-out shares over."""
+
+
+def snapshot_summary(rows: Sequence[Sequence[Any]]) -> str:
+    """One line on :attr:`ContenderResult.snapshots`: the mean held-out share of the policies
+    validated in each quarter of the run's seconds, and the share of the best on validation
+    overall and in the run's second half.
+
+    Args:
+        rows: ``[trial, seconds, validation score, pod, held-out share]`` (at least one).
+    """
+    seconds = [float(row[1]) for row in rows]
+    end = max(seconds) or 1.0
+    parts: list[list[float]] = [[] for _ in range(SNAPSHOT_PERIODS)]
+    for row, at in zip(rows, seconds, strict=True):
+        parts[min(int(SNAPSHOT_PERIODS * at / end), SNAPSHOT_PERIODS - 1)].append(float(row[4]))
+    means = [f"{statistics.fmean(shares):+.2f}" if shares else "-" for shares in parts]
+    best = max(rows, key=lambda row: float(row[2]))
+    later = [row for row in rows if float(row[1]) >= end / 2]
+    best_later = max(later, key=lambda row: float(row[2]))
+    return (
+        f"{len(rows)} validated policies; mean held-out share by quarter of the run "
+        f"{', '.join(means)}; best on validation {float(best[4]):+.2f} (at {float(best[1]):.0f} s), "
+        f"best on validation in the second half {float(best_later[4]):+.2f}"
+    )
 
 
 def as_json(results: list[SeedResult]) -> dict[str, Any]:

@@ -268,6 +268,12 @@ def skill(
     ] = None,
     threads: int = typer.Option(1, "--threads", help="torch CPU threads (0: torch's default)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+    snapshots: bool = typer.Option(
+        False,
+        "--snapshots",
+        help="Also trade every validated policy on the held-out bars after its contender (not on its "
+        "clock) and report their shares over the run (in --json: every row).",
+    ),
 ) -> None:
     """Held-out skill on planted-signal markets: shares of the oracle's edge, with the linear baseline's."""
     from finpod.bench import skill_bench
@@ -281,7 +287,9 @@ def skill(
     for name in case:
         for seed in range(first_seed, first_seed + seeds):
             progress = _echo_progress(name, seed, err=as_json)  # with --json, progress goes to stderr
-            found = skill_bench.run_seed(skill_bench.CASES[name], seed, contender, hyper, progress, settings)
+            found = skill_bench.run_seed(
+                skill_bench.CASES[name], seed, contender, hyper, progress, settings, snapshots
+            )
             results.append(found)
             if not as_json:
                 params = found.oracle.get("params", {})
@@ -290,6 +298,9 @@ def skill(
                     f"equal weight {found.equal_weight_sharpe:.2f}, linear {found.linear_sharpe:.2f} "
                     f"(share {found.linear_share:.2f})"
                 )
+                for key, row in found.contenders.items():
+                    if row.snapshots:
+                        typer.echo(f"  {key}: {skill_bench.snapshot_summary(row.snapshots)}")
     if plot is not None:
         from finpod.bench.skill_plot import plot_curves
 

@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from clirun import run_cli
-from finpod.bench.skill_bench import CASES, ContenderResult, SeedResult, bench_spec, run_seed, summarise
+from finpod.bench.skill_bench import (
+    CASES,
+    ContenderResult,
+    SeedResult,
+    bench_spec,
+    run_seed,
+    snapshot_summary,
+    summarise,
+)
 from finpod.bench.skill_names import CASE_NAMES
 from finpod.bench.skill_plot import plot_curves
 from finpod.errors import SpecError
@@ -59,7 +67,9 @@ def test_defaults_leave_training_to_finpod_and_set_overrides_every_spec() -> Non
 def test_a_seed_records_oracle_fit_linear_share_and_a_learning_curve() -> None:
     """A tiny budget end to end: the references and the curve are filled in (not a skill figure)."""
     case = CASES["daily20-smoke"]
-    found = run_seed(case, 0, ["single"], ["good"], overrides=["tournament.budget_env_steps=1024"])
+    found = run_seed(
+        case, 0, ["single"], ["good"], overrides=["tournament.budget_env_steps=1024"], snapshots=True
+    )
     assert found.oracle["fit_segment"] == "train"
     assert set(found.oracle["params"]) == {"tilt", "top_fraction", "band"}
     assert found.oracle_sharpe > found.equal_weight_sharpe
@@ -75,6 +85,25 @@ def test_a_seed_records_oracle_fit_linear_share_and_a_learning_curve() -> None:
     assert single.curve[-1][3] == pytest.approx(single.curve[-1][2] * (found.oracle_sharpe - equal))
     summary = summarise([found])[case.name]
     assert summary["linear_share"] == pytest.approx(found.linear_share)
+    # every validated policy traded on the held-out bars: the best on validation is the curve's last
+    assert [row[0] for row in single.snapshots] == list(range(1, single.num_trials + 1))
+    best = max(single.snapshots, key=lambda row: row[2])
+    assert best[4] == pytest.approx(single.curve[-1][2])
+    assert "validated policies" in snapshot_summary(single.snapshots)
+
+
+def test_the_snapshot_summary_averages_each_quarter_and_names_the_picks() -> None:
+    rows = [
+        [1, 10.0, 1.0, "pod_0", 0.1],
+        [2, 20.0, 3.0, "pod_1", 0.3],  # the best on validation, early
+        [3, 70.0, 2.0, "pod_0", 0.5],  # the best on validation in the second half
+        [4, 100.0, 1.5, "pod_1", 0.7],
+    ]
+    line = snapshot_summary(rows)
+    assert "4 validated policies" in line
+    assert "by quarter of the run +0.20, -, +0.50, +0.70" in line
+    assert "best on validation +0.30 (at 20 s)" in line
+    assert "in the second half +0.50" in line
 
 
 def _result(sharpe: float, share: float) -> ContenderResult:

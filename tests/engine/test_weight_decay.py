@@ -20,6 +20,13 @@ from podracer.ppo_config import AgentError, build_optimizer, set_optimizer_hyper
 DECAYING_PPO = dataclasses.replace(CHOICE_PPO, weight_decay=2.0)
 
 
+def _train(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, steps: int) -> None:
+    for _ in range(steps):
+        optimizer.zero_grad()
+        model(x).square().sum().backward()
+        optimizer.step()
+
+
 def _norm(model: torch.nn.Module) -> float:
     return float(torch.sqrt(sum(p.detach().square().sum() for p in model.parameters())))
 
@@ -34,11 +41,8 @@ def test_a_step_first_shrinks_every_parameter_by_the_rate_times_the_decay() -> N
     ours = build_optimizer(layer, config)
     theirs = torch.optim.AdamW(reference.parameters(), lr=1e-2, eps=config.adam_eps, weight_decay=3.0)
     x = torch.randn(5, 6)
-    for model, optimizer in ((layer, ours), (reference, theirs)):
-        for _ in range(3):
-            optimizer.zero_grad()
-            model(x).square().sum().backward()
-            optimizer.step()
+    _train(layer, ours, x, steps=3)
+    _train(reference, theirs, x, steps=3)
     for mine, expected in zip(layer.parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(mine, expected)
 
@@ -50,11 +54,8 @@ def test_no_decay_is_plain_adam_bit_for_bit() -> None:
     ours = build_optimizer(layer, PPOConfig(learning_rate=1e-3))
     theirs = torch.optim.Adam(reference.parameters(), lr=1e-3, eps=PPOConfig().adam_eps, fused=True)
     x = torch.randn(5, 6)
-    for model, optimizer in ((layer, ours), (reference, theirs)):
-        for _ in range(5):
-            optimizer.zero_grad()
-            model(x).square().sum().backward()
-            optimizer.step()
+    _train(layer, ours, x, steps=5)
+    _train(reference, theirs, x, steps=5)
     for mine, expected in zip(layer.parameters(), reference.parameters(), strict=True):
         assert torch.equal(mine, expected)
 

@@ -9,7 +9,9 @@ reward's own gradient").
         --every 20 --set agent.learning_rate=3e-4
 
 Prints one line per probe ``env_steps train_seconds validation_dsharpe held_out_share
-held_out_score_ic [held_out_forecast_ic] validation_score_ic [validation_forecast_ic]`` and a JSON
+held_out_score_ic [held_out_forecast_ic] validation_score_ic [validation_forecast_ic]`` followed by
+how the held-out book looks (:func:`book_shape`: effective names, largest weight, daily turnover
+in %, costs in bp a year, annualised return and tracking error over equal weight), and a JSON
 summary last. An IC is a segment's mean cross-sectional correlation of the policy's entity scores
 (or of its forecast head's outputs, with ``agent.forecast_coef > 0``) with the next bar's return,
 on observations that hold nothing. One torch thread (as one pod of the bench's tournament).
@@ -23,8 +25,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
+from finpod.backtest.pyfolio_format import Ledger, ledger_to_result
+from finpod.backtest.runner import run_policy
 from finpod.bench import skill_bench
 from finpod.oracle import equal_weight_policy, returns_sharpe, share_captured
 from finpod.pipeline.training import deterministic_policy, validation_score
@@ -68,6 +73,28 @@ def held_out_ics(problem: Any, agent: Any, segment: str = "backtest") -> Callabl
     return ics
 
 
+def book_shape(ledger: Ledger, equal_weight: Ledger) -> list[float]:
+    """How a traded book looks over a segment: ``[effective names (median of 1 / sum w_i**2),
+    largest weight (median), daily turnover (% of equity, mean), costs (bp of equity a year),
+    return over equal weight's (a year), tracking error against it (a year)]``.
+
+    A pod whose forecast keeps its held-out IC can still lose its edge by concentrating and
+    trading more as it fits the train years (BENCHMARKS.md "What the pods hold over a run").
+    """
+    weights = ledger.shares * ledger.close_usd / ledger.equity_usd[:, None]
+    names = 1.0 / np.maximum((weights**2).sum(axis=1), 1e-12)
+    equity = ledger.equity_usd
+    active = equity[1:] / equity[:-1] - equal_weight.equity_usd[1:] / equal_weight.equity_usd[:-1]
+    return [
+        round(float(np.median(names[1:])), 1),
+        round(float(np.median(weights[1:].max(axis=1))), 3),
+        round(100.0 * float((ledger.traded_usd[1:] / equity[:-1]).mean()), 1),
+        round(1e4 * 252 * float((ledger.cost_usd[1:] / equity[:-1]).mean())),
+        round(252 * float(active.mean()), 3),
+        round(float(active.std() * np.sqrt(252)), 3),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", required=True, choices=sorted(skill_bench.CASES))
@@ -84,6 +111,7 @@ def main() -> None:
     equal_validation = validation_score(selection, config, equal_weight_policy(case.n_symbols), device)
     agent = problem.context.agent_factory(spec.agent_config(), args.seed)
     env = problem.context.train_env(selection, args.seed)
+    equal_ledger = run_policy(problem.full, "backtest", config, equal_weight_policy(case.n_symbols), device)
     score_ic = held_out_ics(problem, agent)
     validation_ic = held_out_ics(problem, agent, "validation")
     train_seconds, rounds, probes = 0.0, 0, []
@@ -95,10 +123,19 @@ def main() -> None:
         if rounds % args.every == 0 or agent.env_steps >= args.env_steps:
             policy = deterministic_policy(agent)
             validation = validation_score(selection, config, policy, device) - equal_validation
-            share = share_captured(returns_sharpe(problem.held_out(policy)), oracle, equal)
+            ledger = run_policy(problem.full, "backtest", config, policy, device)
+            traded = ledger_to_result("policy", "trader", problem.full, ledger, config.initial_cash_usd)
+            share = share_captured(returns_sharpe(traded.returns), oracle, equal)
             ics = [round(value, 4) for value in (*score_ic(), *validation_ic())]
             probes.append(
-                [agent.env_steps, round(train_seconds, 1), round(validation, 2), round(share, 2), *ics]
+                [
+                    agent.env_steps,
+                    round(train_seconds, 1),
+                    round(validation, 2),
+                    round(share, 2),
+                    *ics,
+                    *book_shape(ledger, equal_ledger),
+                ]
             )
             print(*probes[-1], flush=True)
     summary = {"case": args.case, "seed": args.seed, "set": args.set, "oracle_edge": oracle - equal}

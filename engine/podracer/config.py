@@ -55,6 +55,14 @@ class TournamentConfig:
         resample_prob: per-field probability that a child draws the field afresh from its search
             space (``perturb_bounds``) instead of stepping it; when > 0, a pod from scratch after the
             run's first draws every field from it (see :mod:`podracer.generator`); 0.
+        leaderboard_after: share of the budget (:func:`~podracer.schedule.budget_fraction`) spent
+            before a pod's scored snapshots may enter the leaderboard, in ``[0, 1)``; 0. Before it,
+            pods are scored as usual (their smoothed scores judge, retire and re-seed them, and every
+            score is a trial) but none is ranked, so the pick is the best snapshot of the budget's
+            last ``1 - leaderboard_after``: where pods that stop fitting the train segment's noise
+            (weight decay) keep improving, an early snapshot that was lucky on the evaluation data
+            cannot win (the board stays empty until then; pods from scratch or from live donors
+            fill the pool meanwhile).
     """
 
     pool_size: int
@@ -76,6 +84,7 @@ class TournamentConfig:
     torch_threads_per_pod: int = 1
     perturb_bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     resample_prob: float = 0.0
+    leaderboard_after: float = 0.0
 
     def __post_init__(self) -> None:
         """Reject settings the tournament cannot run with; each message names the field and the fix."""
@@ -135,6 +144,10 @@ class TournamentConfig:
             (
                 0.0 <= self.resample_prob <= 1.0,
                 f"resample_prob is {self.resample_prob}; use a value in [0, 1]",
+            ),
+            (
+                math.isfinite(self.leaderboard_after) and 0.0 <= self.leaderboard_after < 1.0,
+                f"leaderboard_after is {self.leaderboard_after}; use a share of the budget in [0, 1)",
             ),
             (
                 self.torch_threads_per_pod >= 1,

@@ -296,7 +296,10 @@ class Tournament:
             lineage_env_steps=pod.env_steps,
             metrics=dict(result.metrics),
         )
-        entry = board.offer(ledger.candidate(pod, result.score), state)
+        # Before leaderboard_after the board ranks nothing. It cannot end empty: a round starts while
+        # the budget is not spent, so the last one finishes with all of it spent.
+        ranked = run.budget.fraction() >= self.config.leaderboard_after
+        entry = board.offer(ledger.candidate(pod, result.score), state) if ranked else None
         if entry is not None:
             run.emit("entry_admitted", pod.pod_id, rank=board.rank_of(entry), score=entry.score)
         record = HistoryRecord(

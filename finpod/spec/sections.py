@@ -353,6 +353,15 @@ class TournamentSpec(Model):
         "after the first draw every field there; escapes a start far from good values",
         examples=[0.25],
     )
+    leaderboard_after: float = Field(
+        _tournament_default("leaderboard_after"),
+        ge=0,
+        lt=1,
+        description="share of the budget spent before scored snapshots may enter the leaderboard (0: "
+        "from the start); pods are scored and judged as usual before it, so the pick is the best "
+        "snapshot of the budget's last part instead of an early one that was lucky on validation",
+        examples=[0.5],
+    )
     softmax_temperature: float = Field(
         1.0, gt=0, description="temperature of the rank-softmax that picks a parent", examples=[1.0]
     )

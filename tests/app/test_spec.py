@@ -79,6 +79,7 @@ BAD_FIELDS = [
     ({"tournament": {"pool_schedule": "thirds"}}, "tournament.pool_schedule", "halving"),
     ({"tournament": {"torch_threads_per_pod": 0}}, "tournament.torch_threads_per_pod", "fix:"),
     ({"tournament": {"halving_floor": 0}}, "tournament.halving_floor", "fix:"),
+    ({"tournament": {"leaderboard_after": 1.0}}, "tournament.leaderboard_after", "fix:"),
     ({"tournament": {"backend": "threads"}}, "tournament.backend", "population"),
     ({"agent": {"forecast_coef": -1.0}}, "agent.forecast_coef", "fix:"),
     ({"agent": {"weight_decay": -1.0}}, "agent.weight_decay", "plain Adam"),
@@ -177,9 +178,11 @@ def test_tournament_settings_reach_the_engine() -> None:
             "pool_schedule": "fixed",
             "torch_threads_per_pod": 2,
             "perturb_bounds": {"gamma": [0.98, 0.995]},
+            "leaderboard_after": 0.5,
         }
     )
     config = spec.tournament_config()
+    assert config.leaderboard_after == 0.5
     assert config.pool_schedule == "fixed"
     assert config.torch_threads_per_pod == 2
     assert config.perturb_bounds["gamma"] == (0.98, 0.995)

@@ -83,8 +83,6 @@ BAD_FIELDS = [
     ({"tournament": {"backend": "threads"}}, "tournament.backend", "population"),
     ({"agent": {"forecast_coef": -1.0}}, "agent.forecast_coef", "fix:"),
     ({"agent": {"weight_decay": -1.0}}, "agent.weight_decay", "plain Adam"),
-    ({"agent": {"score_spread_cap": -1.0}}, "agent.score_spread_cap", "no cap"),
-    ({"agent": {"policy": "mlp", "score_spread_cap": 1.0}}, "agent.score_spread_cap", "cross_sectional"),
     ({"tournament": {"backend": "population", "learners": 2}}, "tournament.learners", "learners = 1"),
     ({"data": {"source": "dataset"}}, "data.path", "data.source"),
     ({"data": {"synthetic": {"n_symbols": 0}}}, "data.synthetic.n_symbols", "fix:"),

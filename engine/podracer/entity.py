@@ -155,21 +155,6 @@ def _forecast_head(width: int, generator: torch.Generator) -> nn.Sequential:
     return nn.Sequential(layer)
 
 
-def capped_scores(scores: torch.Tensor, cap: float) -> torch.Tensor:
-    """``scores`` ``(B, M)`` as they are when ``cap`` is 0 or a row's spread (the standard deviation of
-    its scores across the ``M`` entities) is at most ``cap``; else that row's scores shrunk towards
-    their mean until their spread is ``cap``. The mean (against any global score, such as cash)
-    is kept; a row below the cap passes unchanged, so a network unsure of its order can stay near
-    uniform weights, and one that fits its training rows' noise cannot spread its scores beyond
-    the cap."""
-    if cap <= 0.0:
-        return scores
-    mean = scores.mean(dim=-1, keepdim=True)
-    centred = scores - mean
-    spread = centred.square().mean(dim=-1, keepdim=True).sqrt()
-    return torch.where(spread > cap, mean + centred * (cap / spread.clamp(min=cap)), scores)
-
-
 class CrossSectionalActorCritic(nn.Module):
     """Shared per-entity encoders, mean-pooled context, logistic-normal actor and pooled critic.
 
@@ -183,8 +168,6 @@ class CrossSectionalActorCritic(nn.Module):
         forecast_head: add a linear head on the actor's per-entity encodings for the auxiliary
             forecast loss (:mod:`podracer.forecast`; ``forecast_coef > 0``), drawn after every
             other weight so the rest of the initialisation does not depend on it.
-        score_spread_cap: 0: the entity head's outputs are the scores; ``c > 0``: a row's scores
-            whose spread across entities exceeds ``c`` are shrunk to it (:func:`capped_scores`).
     """
 
     def __init__(
@@ -195,11 +178,9 @@ class CrossSectionalActorCritic(nn.Module):
         seed: int,
         critic_features: str = "own",
         forecast_head: bool = False,
-        score_spread_cap: float = 0.0,
     ) -> None:
         super().__init__()
         self.layout = layout
-        self.score_spread_cap = score_spread_cap
         self.obs_dim = layout.obs_dim
         self.action_dim = layout.action_dim
         width = hidden_sizes[-1]
@@ -309,7 +290,7 @@ class CrossSectionalActorCritic(nn.Module):
         w_own, w_context = torch.split(first.weight, [width, width], dim=1)
         hidden = nn.functional.linear(encoded, w_own)
         hidden += nn.functional.linear(context, w_context, first.bias).unsqueeze(1)
-        return capped_scores(self.entity_head[1:](hidden).squeeze(-1), self.score_spread_cap)
+        return self.entity_head[1:](hidden).squeeze(-1)
 
     def matmul_flops_per_row(self) -> tuple[int, int]:
         """Multiply-add FLOPs of one forward pass for one observation row (``M`` entities).

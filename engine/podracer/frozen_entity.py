@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from podracer.distributions import to_action_range
-from podracer.entity import CrossSectionalActorCritic, capped_scores
+from podracer.entity import CrossSectionalActorCritic
 from podracer.networks import _IN_PLACE
 from podracer.normalization import RunningMeanStd
 
@@ -86,7 +86,6 @@ class FrozenCrossSectionalPolicy:
         self._k = layout.action_globals
         self._shift, self._scale, self._clip = shift, scale, clip
         self._low, self._high = action_low, action_high
-        self._score_spread_cap = model.score_spread_cap
         with torch.no_grad():
             encoder, self._encoder_activations = _layers(model.actor_encoder)
             (first_weight, self._encoder_bias), self._encoder_rest = encoder[0], encoder[1:]
@@ -121,7 +120,7 @@ class FrozenCrossSectionalPolicy:
         own = torch.matmul(hidden, self._w_own)
         own += torch.addmm(self._entity_bias, context, self._w_context).unsqueeze(1)
         scores = _forward(self._entity_activations[0](own), self._entity_rest, self._entity_activations[1:])
-        entity_scores = capped_scores(scores.squeeze(-1), self._score_spread_cap)
+        entity_scores = scores.squeeze(-1)
         if self._global_head is not None:
             head = _forward(torch.cat([context, globals_], dim=1), *self._global_head)
             entity_scores = torch.cat([head, entity_scores], dim=1)

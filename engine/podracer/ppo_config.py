@@ -108,14 +108,6 @@ class PPOConfig:
             relative to the step size: each step first multiplies every parameter by
             ``1 - learning_rate * weight_decay``; 0 is plain Adam. It keeps a network that sees the
             same train rows for many epochs from fitting their noise.
-        score_spread_cap: 0 (the default): the cross-sectional actor's entity scores are the
-            head's outputs. ``c > 0``: a row's entity scores whose standard deviation across its
-            entities exceeds ``c`` are shrunk towards their mean until it is ``c`` (the mean, which
-            competes with the global scores, is kept; rows below the cap pass unchanged). It caps
-            how far the mode departs from uniform weights (for Gaussian scores spread ``c``, a
-            softmax over ``M`` entities holds about ``M exp(-c**2)`` effective entities), so a
-            network that fits its training rows' noise cannot concentrate the portfolio with it.
-            Needs policy ``cross_sectional``.
     """
 
     rollout_steps: int = 64
@@ -149,7 +141,6 @@ class PPOConfig:
     critic_features: CriticFeatures = "own"
     forecast_coef: float = 0.0
     weight_decay: float = 0.0
-    score_spread_cap: float = 0.0
 
     PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {
         "learning_rate": (1e-5, 3e-3),
@@ -207,7 +198,6 @@ class PPOConfig:
             "pathwise_risk": (0.0, None),
             "forecast_coef": (0.0, None),
             "weight_decay": (0.0, None),
-            "score_spread_cap": (0.0, None),
         }
         for name, (low, high) in ranges.items():
             value = float(getattr(self, name))
@@ -233,10 +223,6 @@ class PPOConfig:
         if self.forecast_coef > 0.0 and self.advantages != "entity":
             raise AgentError(
                 f"PPOConfig.forecast_coef > 0 needs advantages 'entity', got advantages {self.advantages!r}"
-            )
-        if self.score_spread_cap > 0.0 and self.policy != "cross_sectional":
-            raise AgentError(
-                f"PPOConfig.score_spread_cap > 0 needs policy 'cross_sectional', got policy {self.policy!r}"
             )
         if self.critic_features not in CRITIC_FEATURES:
             raise AgentError(
@@ -339,7 +325,6 @@ def build_model(
         seed,
         critic_features=config.critic_features,
         forecast_head=config.forecast_coef > 0.0,
-        score_spread_cap=config.score_spread_cap,
     )
 
 

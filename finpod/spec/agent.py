@@ -87,8 +87,6 @@ FIXES: dict[str, str] = {
     "'cross_sectional', env.action_mode 'weights')",
     "weight_decay": "set agent.weight_decay to a decay >= 0 relative to the learning rate, e.g. 1.0 "
     "(0: plain Adam)",
-    "score_spread_cap": "set agent.score_spread_cap to 0 (no cap) or the most a row's asset scores may "
-    "spread, e.g. 1.0 (about M exp(-1) names), with policy 'cross_sectional'",
     "critic_features": "set agent.critic_features = 'own' (the critic's own encoder) or 'actor' (the "
     "actor's pooled context; policy 'cross_sectional' only)",
 }

@@ -37,6 +37,7 @@ import pandas as pd
 import torch
 from rich.console import Console
 
+from finpod.backtest.threads import torch_threads
 from finpod.bench.train_bench import run_train_bench
 from finpod.data.xnas_sessions import sessions_from
 from finpod.errors import SpecError
@@ -52,7 +53,9 @@ SPLIT: Final[tuple[float, float]] = (0.7, 0.85)
 """minute100: train on the first 70 % of the sessions, validate on the next 15 %, backtest the rest."""
 GPU_POLL_S: Final[float] = 0.5
 """Seconds between two ``nvidia-smi`` samples."""
-TRAIN_BENCH_ROUNDS: Final[int] = 3
+TRAIN_BENCH_ROUNDS: Final[int] = 10
+"""Timed rounds of the same-shape ``bench train`` (after one untimed round). Three rounds of the demo's
+shape took 0.2 s and gave 2,891-4,136 samples/s from one run to the next."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,8 @@ class MainBenchResult:
         env_steps: env steps the tournament trained.
         env_steps_per_second: ``env_steps`` / the train phase's seconds (learning and the pods'
             validation included).
-        train_bench_samples_per_second: one PPO agent at the same shape (``finpod bench train``).
+        train_bench_samples_per_second: one PPO agent at the same shape (``finpod bench train``),
+            at the training's torch thread count.
         ratio_to_train_bench: ``env_steps_per_second / train_bench_samples_per_second``.
         peak_rss_bytes: the process's peak resident memory during the run.
         torch_threads: torch threads of the training computation (run.json).
@@ -269,19 +273,21 @@ def run_main_bench(
             edge += seconds
         busy, memory = per_phase(sampler.samples, bounds)
     num_assets = len(inputs["symbols"])
-    bench = run_train_bench(
-        num_envs=spec.env.num_envs,
-        num_assets=num_assets,
-        num_features=len(inputs["feature_names"]),
-        num_sessions=10,
-        device=device,
-        config=spec.agent_config(),
-        warmup_rounds=1,
-        rounds=TRAIN_BENCH_ROUNDS,
-        matmul_size=512,
-        matmul_repeats=2,
-        seed=spec.seed,
-    )
+    training_threads = int(info["torch_threads"]["training"])
+    with torch_threads(training_threads):  # the run may leave the process at another count
+        bench = run_train_bench(
+            num_envs=spec.env.num_envs,
+            num_assets=num_assets,
+            num_features=len(inputs["feature_names"]),
+            num_sessions=10,
+            device=device,
+            config=spec.agent_config(),
+            warmup_rounds=1,
+            rounds=TRAIN_BENCH_ROUNDS,
+            matmul_size=512,
+            matmul_repeats=2,
+            seed=spec.seed,
+        )
     return MainBenchResult(
         shape=shape,
         device=str(device),
@@ -296,7 +302,7 @@ def run_main_bench(
         train_bench_samples_per_second=round(bench.samples_per_second, 1),
         ratio_to_train_bench=round(steps_per_second / bench.samples_per_second, 3),
         peak_rss_bytes=int(info["peak_rss_bytes"]),
-        torch_threads=int(info["torch_threads"]["training"]),
+        torch_threads=training_threads,
         best_backtest_sharpe=round(best_sharpe, 3),
         evaluation_share=evaluation_share,
         gpu_busy_percent=busy,

@@ -9,7 +9,8 @@ What is here:
 
 * the seams (:mod:`podracer.protocols`): :class:`TensorVectorEnv`, :class:`Agent`, :data:`Policy`,
   :class:`RoundStats`, :func:`deterministic_policy`, :class:`ScoresMany`;
-* the tournament: :class:`Tournament`, :class:`TournamentConfig`, its events and result, the
+* the tournament: :class:`Tournament`, :class:`TournamentConfig` (:func:`budget_fraction`: how
+  much of its budget is spent), its events and result, the
   :class:`Leaderboard` and the run directory's files (:func:`leaderboard_of`,
   :func:`has_leaderboard`, :func:`tournament_exists`);
 * where pods train: :class:`LocalBackend`, :class:`PopulationBackend`, :func:`ray_backend` (Ray is
@@ -47,6 +48,7 @@ from podracer.protocols import (
     deterministic_policy,
 )
 from podracer.runfiles import LEADERBOARD_DIR, STATE_NAME
+from podracer.schedule import budget_fraction
 from podracer.snapshot import atomic_write_bytes, fsync_directory
 
 __all__ = [
@@ -85,6 +87,7 @@ __all__ = [
     "TournamentEvent",
     "TournamentResult",
     "atomic_write_bytes",
+    "budget_fraction",
     "deterministic_policy",
     "fsync_directory",
     "fused_agent_factory",

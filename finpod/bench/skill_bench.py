@@ -36,6 +36,7 @@ any selection rule would have picked (BENCHMARKS.md "What the pods hold over a r
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import tempfile
@@ -79,7 +80,7 @@ from finpod.pipeline.training import (
 from finpod.report.verdict import judge
 from finpod.spec import Spec
 from finpod.spec.overrides import apply_overrides
-from podracer.api import Policy, PPOAgent, PPOConfig, Tournament
+from podracer.api import Policy, PPOAgent, PPOConfig, Tournament, TournamentConfig, budget_fraction
 
 POOL_SIZE: Final[int] = 4
 EVAL_EVERY_ROUNDS: Final[int] = 2
@@ -403,6 +404,8 @@ class _Problem:
     """Keep every validated policy (:meth:`snapshot_rows` trades them on the held-out bars)."""
     validated: list[tuple[int, float, float, str, Policy]] = field(default_factory=list, repr=False)
     """``(trial, seconds, validation score, pod, policy)`` of each validated policy (``keep_snapshots``)."""
+    best_ranked: float = -math.inf
+    """The best validation score among the trials a leaderboard could rank (the curve's last pick)."""
     context: RunContext = field(init=False)
     """The contender's env settings, sizes and agent factory (on the selection panel)."""
 
@@ -412,6 +415,11 @@ class _Problem:
     @property
     def eval_config(self) -> EnvConfig:
         return self.context.eval_config
+
+    @functools.cached_property
+    def tournament_config(self) -> TournamentConfig:
+        """The spec's tournament settings (its budgets and leaderboard window)."""
+        return self.spec.tournament_config()
 
     @property
     def steps_per_score(self) -> int:
@@ -437,13 +445,16 @@ class _Problem:
             warmup_bars=tournament.validation_warmup_bars,
         )
         with self._trials_lock:
-            improved = score > max(self.trials, default=-math.inf)
             self.trials.append(score)
             if self.keep_snapshots:
                 pod = threading.current_thread().name
                 self.validated.append((len(self.trials), self.seconds, score, pod, policy))
             steps = float(len(self.trials) * self.steps_per_score)
+            # What selection would pick: a tournament ranks no snapshot before leaderboard_after.
+            fraction = budget_fraction(self.tournament_config, int(steps), self.seconds)
+            improved = fraction >= tournament.leaderboard_after and score > self.best_ranked
             if improved:
+                self.best_ranked = score
                 self.excluded.begin()
         if improved:
             try:

@@ -92,6 +92,24 @@ def test_a_seed_records_oracle_fit_linear_share_and_a_learning_curve() -> None:
     assert "validated policies" in snapshot_summary(single.snapshots)
 
 
+def test_with_a_leaderboard_window_the_curve_picks_only_what_the_board_could_rank() -> None:
+    """``tournament.leaderboard_after``: the curve (what selection would pick so far) has no point
+    before the window, as the tournament's board has no entry then."""
+    case = CASES["daily20-smoke"]
+    budget = 4096
+    found = run_seed(
+        case,
+        0,
+        ["tournament"],
+        ["good"],
+        overrides=[f"tournament.budget_env_steps={budget}", "tournament.leaderboard_after=0.5"],
+    )
+    tournament = found.contenders["good/tournament"]
+    assert tournament.curve
+    assert min(point[0] for point in tournament.curve) >= 0.5 * budget
+    assert tournament.num_trials > len(tournament.curve)
+
+
 def test_the_snapshot_summary_averages_each_quarter_and_names_the_picks() -> None:
     rows = [
         [1, 10.0, 1.0, "pod_0", 0.1],

@@ -12,9 +12,11 @@ Prints one line per probe ``env_steps train_seconds validation_dsharpe held_out_
 held_out_score_ic [held_out_forecast_ic] validation_score_ic [validation_forecast_ic]`` followed by
 how the held-out book looks (:func:`book_shape`: effective names, largest weight, daily turnover
 in %, costs in bp a year, annualised return and tracking error over equal weight), and a JSON
-summary last. An IC is a segment's mean cross-sectional correlation of the policy's entity scores
-(or of its forecast head's outputs, with ``agent.forecast_coef > 0``) with the next bar's return,
-on observations that hold nothing. One torch thread (as one pod of the bench's tournament).
+summary last. A first line shows the oracle's held-out book in the same columns: the ceiling's
+concentration, turnover and costs, to hold the pod's against. An IC is a segment's mean
+cross-sectional correlation of the policy's entity scores (or of its forecast head's outputs, with
+``agent.forecast_coef > 0``) with the next bar's return, on observations that hold nothing. One
+torch thread (as one pod of the bench's tournament).
 """
 
 from __future__ import annotations
@@ -112,6 +114,10 @@ def main() -> None:
     agent = problem.context.agent_factory(spec.agent_config(), args.seed)
     env = problem.context.train_env(selection, args.seed)
     equal_ledger = run_policy(problem.full, "backtest", config, equal_weight_policy(case.n_symbols), device)
+    assert problem.oracle_policy is not None
+    oracle_ledger = run_policy(problem.full, "backtest", config, problem.oracle_policy, device)
+    oracle_book = book_shape(oracle_ledger, equal_ledger)
+    print("oracle", *oracle_book, flush=True)
     score_ic = held_out_ics(problem, agent)
     validation_ic = held_out_ics(problem, agent, "validation")
     train_seconds, rounds, probes = 0.0, 0, []
@@ -138,7 +144,13 @@ def main() -> None:
                 ]
             )
             print(*probes[-1], flush=True)
-    summary = {"case": args.case, "seed": args.seed, "set": args.set, "oracle_edge": oracle - equal}
+    summary = {
+        "case": args.case,
+        "seed": args.seed,
+        "set": args.set,
+        "oracle_edge": oracle - equal,
+        "oracle_book": oracle_book,
+    }
     print(json.dumps({**summary, "probes": probes}))
 
 

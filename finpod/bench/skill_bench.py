@@ -406,6 +406,8 @@ class _Problem:
     """``(trial, seconds, validation score, pod, policy)`` of each validated policy (``keep_snapshots``)."""
     best_ranked: float = -math.inf
     """The best validation score among the trials a leaderboard could rank (the curve's last pick)."""
+    oracle_policy: Policy | None = field(default=None, repr=False)
+    """The oracle fitted on train (:func:`probe_problem` keeps it, for the probes to trade)."""
     context: RunContext = field(init=False)
     """The contender's env settings, sizes and agent factory (on the selection panel)."""
 
@@ -587,9 +589,8 @@ def probe_problem(case_name: str, seed: int, overrides: Sequence[str] = ()) -> t
     device = torch.device("cpu")
     problem = _Problem(spec, selection, full, device, math.nan, math.nan)
     config = problem.eval_config
-    problem.oracle_sharpe = returns_sharpe(
-        problem.held_out(fit_oracle(full, case.signal, config, device).policy)
-    )
+    problem.oracle_policy = fit_oracle(full, case.signal, config, device).policy
+    problem.oracle_sharpe = returns_sharpe(problem.held_out(problem.oracle_policy))
     problem.equal_weight_sharpe = returns_sharpe(problem.held_out(equal_weight_policy(case.n_symbols)))
     return case, problem
 

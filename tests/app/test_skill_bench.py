@@ -13,6 +13,7 @@ from finpod.bench.skill_bench import (
     ContenderResult,
     SeedResult,
     bench_spec,
+    probe_problem,
     run_seed,
     snapshot_summary,
     summarise,
@@ -20,6 +21,7 @@ from finpod.bench.skill_bench import (
 from finpod.bench.skill_names import CASE_NAMES
 from finpod.bench.skill_plot import plot_curves
 from finpod.errors import SpecError
+from finpod.oracle import returns_sharpe
 from finpod.spec import TournamentSpec
 
 
@@ -206,3 +208,11 @@ def test_overlapping_held_out_passes_leave_their_union_out_of_the_clock() -> Non
     excluded.end()
     assert told == [14.0, 1.5]
     assert excluded.so_far() == 15.5
+
+
+def test_probe_problem_keeps_the_oracle_it_scored() -> None:
+    """The probes trade the very oracle whose held-out Sharpe the shares are measured against."""
+    _, problem = probe_problem("daily20-reversal_5-ic05-5bp", 0)
+    assert problem.oracle_policy is not None
+    assert returns_sharpe(problem.held_out(problem.oracle_policy)) == problem.oracle_sharpe
+    assert problem.oracle_sharpe > problem.equal_weight_sharpe  # the planted edge is the ceiling's

@@ -1,16 +1,17 @@
 """The oracle: the best policy of a stated family that knows the planted signal, fitted through the env.
 
 Every kind of planted signal (:mod:`finpod.data.signals`) has a predictor that is a causal function of
-the observation's features: ``logret_1``, ``logret_5``, ``logret_60`` and ``volume_z_30``, read back in
-raw units through the panel's train normalisation statistics (an affine map per feature; clipped
-cells stay clipped). The oracle's scores are exactly that predictor (:func:`signal_scores`); it trades
-them with the tilt family of :mod:`finpod.tilt` (tilt strength, concentration on the top names, a
-no-trade band), its parameters chosen on the TRAIN segment through the same env with the same costs
-(:func:`fit_oracle`: every grid member in one batched env pass). So it is a ceiling for a policy of
-that family that knows the model; its Sharpe minus equal weight's (both through the same env) is the
-*available edge*, and an agent's share captured is ``(agent - EW) / (oracle - EW)``. A share above 1
-is possible (a richer policy, or the fit's train/held-out difference) and rare. The oracle ignores the
-drift alpha (invisible to an agent).
+the observation's features: ``xs_logret_1``, ``xs_logret_5``, ``xs_logret_60`` (returns minus the bar's
+cross-sectional mean) and ``volume_z_30``, read back in raw units through the panel's train
+normalisation statistics (an affine map per feature; clipped cells stay clipped). The oracle's scores
+are exactly that predictor (:func:`signal_scores`); it trades them with the tilt family of
+:mod:`finpod.tilt` (tilt strength, concentration on the top names, a no-trade band), its parameters
+chosen on the TRAIN segment through the same env with the same costs (:func:`fit_oracle`: every grid
+member in one batched env pass). So it is a ceiling for a policy of that family that knows the model;
+its Sharpe minus equal weight's (both through the same env) is the *available edge*, and an agent's
+share captured is ``(agent - EW) / (oracle - EW)``. A share above 1 is possible (a richer policy, or
+the fit's train/held-out difference) and rare. The oracle ignores the drift alpha (invisible to an
+agent).
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ from finpod.errors import SpecError
 from finpod.tilt import ScoreFn, TiltFit, TiltParams, fit_tilt, tilt_policy
 from podracer.api import Policy
 
-ONE_BAR: Final[str] = "logret_1"
-SHORT: Final[str] = f"logret_{SHORT_HORIZON_BARS}"
-LONG: Final[str] = f"logret_{LONG_HORIZON_BARS}"
+ONE_BAR: Final[str] = "xs_logret_1"
+SHORT: Final[str] = f"xs_logret_{SHORT_HORIZON_BARS}"
+LONG: Final[str] = f"xs_logret_{LONG_HORIZON_BARS}"
 VOLUME: Final[str] = f"volume_z_{VOLUME_WINDOW_BARS}"
 ORACLE_SEGMENT: Final[str] = "train"
 """The oracle's family parameters are fitted here, never on validation or backtest bars."""

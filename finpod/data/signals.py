@@ -5,7 +5,7 @@ bars ``<= t`` predicts; the planted terms sum to zero across symbols (the market
 untouched). Notation, per bar ``t`` and symbol ``m``: ``d[t, m]`` is the symbol's close-to-close log
 return of bar ``t`` (overnight gap and planted term included) minus the cross-sectional mean of that
 bar; ``D_h[t, m] = d[t] + ... + d[t - h + 1]`` is the cross-sectionally demeaned ``h``-bar return (the
-feature ``logret_h`` minus its cross-sectional mean); ``v[t, m]`` is the z-score of ``log1p(volume)``
+feature ``xs_logret_h``, before normalisation); ``v[t, m]`` is the z-score of ``log1p(volume)``
 in its trailing window of :data:`VOLUME_WINDOW_BARS` bars (the feature ``volume_z_30``, population
 std); ``zs(x)`` is a cross-sectional z-score (mean 0, std 1 across the ``M`` symbols of one bar).
 
@@ -57,9 +57,9 @@ AR_KINDS: Final[tuple[str, ...]] = ("reversal", "momentum")
 MAX_SIGNAL_STRENGTH: Final[float] = 0.9
 """The IC (AR(1) coefficient for the AR kinds, which must stay below 1 for stationarity) is capped here."""
 SHORT_HORIZON_BARS: Final[int] = 5
-"""The window of ``reversal_5`` and of the ``nonlinear`` kind's trend (the feature ``logret_5``)."""
+"""The window of ``reversal_5`` and of the ``nonlinear`` kind's trend (the feature ``xs_logret_5``)."""
 LONG_HORIZON_BARS: Final[int] = 60
-"""The window of ``momentum_60`` (the feature ``logret_60``)."""
+"""The window of ``momentum_60`` (the feature ``xs_logret_60``)."""
 VOLUME_WINDOW_BARS: Final[int] = 30
 """The trailing window of the volume z-score (the feature ``volume_z_30``)."""
 VOLUME_PIVOT_SIGMAS: Final[float] = 1.0

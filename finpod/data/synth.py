@@ -44,8 +44,8 @@ coefficient; :mod:`finpod.data.signals` states every model. With ``kind = "none"
 random draws never depend on the signal. The planted terms sum to zero across symbols (the market
 and sector moves are untouched) and sit in a bar's open-to-close part (not in an overnight gap), so
 an order decided at bar ``t``'s close and filled at ``t + 1``'s open earns them in full. Every
-predictor is a causal function of the observation's features (``logret_1``, ``logret_5``,
-``logret_60``, ``volume_z_30``, up to the train normalisation's affine map); ``finpod.oracle`` trades
+predictor is a causal function of the observation's features (``xs_logret_1``, ``xs_logret_5``,
+``xs_logret_60``, ``volume_z_30``, up to the train normalisation's affine map); ``finpod.oracle`` trades
 on exactly that. The same definitions hold at ``1d`` and ``1min`` (at ``1min``, bar ``t + 1`` of a
 session's first minute follows the previous session's last minute, gap included in ``d``).
 """

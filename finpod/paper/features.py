@@ -2,10 +2,11 @@
 
 The live trader cannot rebuild the whole panel each minute, so it keeps the last ``window_bars``
 aligned bars and runs the SAME functions the panel builder runs (:func:`finpod.data.features.raw_features`,
-then :func:`~finpod.data.features.normalise_features_` with the run's train statistics) over that
-window, keeping the last row. Every feature is causal and its look-back is finite or decays
-exponentially (EMAs: after 512 bars a seed's weight is below ``1e-16``), so the window's last row
-equals the panel's row to float32 rounding; ``tests/paper/test_features_online.py`` proves it.
+then, on the last row, :func:`~finpod.data.features.demean_across_symbols_` and
+:func:`~finpod.data.features.normalise_features_` with the run's train statistics). Every
+feature is causal and its look-back is finite or decays exponentially (EMAs: after 512 bars a
+seed's weight is below ``1e-16``), so the window's last row equals the panel's row to float32
+rounding; ``tests/paper/test_features_online.py`` proves it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from finpod.data.features import (
     CLIP_SIGMAS,
     FeatureStats,
     bar_phase,
+    demean_across_symbols_,
     feature_specs,
     normalise_features_,
     raw_features,
@@ -116,4 +118,5 @@ class OnlineFeatures:
         first_rel = torch.from_numpy(
             np.where(self._first_bar == NEVER, 1, self._first_bar - (self._count - 1))
         )
+        demean_across_symbols_(last, first_rel, self.specs)
         return normalise_features_(last, self.stats, first_rel, self.specs, self.clip_sigmas)[0]

@@ -54,7 +54,7 @@ from finpod.pipeline.inputs import (
 from finpod.pipeline.phases import PhaseClock, peak_rss_bytes
 from finpod.pipeline.progress import TrainingMonitor
 from finpod.pipeline.summary import print_summary
-from finpod.pipeline.trader_inputs import save_trader_inputs
+from finpod.pipeline.trader_inputs import TRADER_INPUTS_FILE, save_trader_inputs, trader_inputs
 from finpod.pipeline.training import (
     AgentFactory,
     ValidationScore,
@@ -167,6 +167,8 @@ def run(
     check_horizon(spec, panel)
     context = RunContext.of(spec, panel, device)
     clock.lap("data")
+    if resumed is not None and (resumed.root / TRADER_INPUTS_FILE).is_file():
+        trader_inputs(resumed, spec)  # its pods learned on the saved features: refuses others
     # every check that can refuse the spec ran above: only now is anything written
     if resumed is not None:
         run_dir = resumed

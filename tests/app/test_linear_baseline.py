@@ -63,7 +63,7 @@ def test_the_ridge_finds_a_linear_signal_and_trades_it_above_equal_weight() -> N
     panel = _panel(_bars(signal))
     linear = fit_linear_trader(panel, CONFIG, CPU)
     coefficients = dict(zip(linear.ridge.feature_names, linear.ridge.coefficients.tolist(), strict=True))
-    assert coefficients["logret_5"] < 0.0  # a reversal of the 5-bar return
+    assert coefficients["xs_logret_5"] < 0.0  # a reversal of the 5-bar return
     assert "weekday_sin" not in coefficients  # clock features are the same for every asset
     assert max(linear.ridge.validation_ic) > 0.05
     assert linear.ridge.penalty in RIDGE_PENALTIES

@@ -69,7 +69,7 @@ def test_oracle_tilts_toward_the_names_the_signal_favours() -> None:
     panel = _panel(SignalSpec())
     m, f = panel.num_assets, panel.num_features
     obs = torch.zeros(1, m * f + m + 3)
-    feature = panel.feature_names.index("logret_1")
+    feature = panel.feature_names.index("xs_logret_1")
     obs[0, feature] = 2.0  # asset 0 just rose: reversal expects it to fall, momentum to keep rising
     reversal = oracle_policy(panel, SignalSpec("reversal", 0.1))(obs)[0]
     momentum = oracle_policy(panel, SignalSpec("momentum", 0.1))(obs)[0]

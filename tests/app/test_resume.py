@@ -7,12 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from rich.console import Console
 from tiny import tiny_bars, tiny_spec, write_tiny_dataset
 
 from finpod.errors import SpecError
 from finpod.pipeline import main as pipeline
 from finpod.pipeline.progress import TrainingMonitor
+from finpod.pipeline.trader_inputs import TRADER_INPUTS_FILE
 from podracer import TournamentEvent
 from podracer.orchestrator import read_events
 
@@ -62,3 +64,35 @@ def test_resume_finishes_an_interrupted_run(
 
     with pytest.raises(SpecError, match="no unfinished run"):
         pipeline.run(spec, out=out, resume=True, console=Console(quiet=True))
+
+
+def test_resume_refuses_a_run_trained_on_other_features(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run killed under an earlier finpod (raw returns, ``logret_h``) is not resumed on the
+    cross-sectional ``xs_logret_h``: its pods would go on learning from other inputs."""
+    spec = tiny_spec(
+        write_tiny_dataset(tmp_path / "data", tiny_bars(seed=7)), budget_env_steps=BUDGET_ENV_STEPS
+    )
+    out = tmp_path / "reports"
+    original = TrainingMonitor.__call__
+
+    def dying(self: TrainingMonitor, event: TournamentEvent) -> None:
+        original(self, event)
+        if event.kind == "round_finished":
+            raise Killed
+
+    monkeypatch.setattr(TrainingMonitor, "__call__", dying)
+    with pytest.raises(Killed):
+        pipeline.run(spec, out=out, console=Console(quiet=True))
+    (run_dir,) = out.iterdir()
+    saved = run_dir / TRADER_INPUTS_FILE
+    inputs = torch.load(saved, weights_only=True)
+    inputs["feature_names"] = [name.removeprefix("xs_") for name in inputs["feature_names"]]
+    torch.save(inputs, saved)
+    before = saved.read_bytes()
+    monkeypatch.setattr(TrainingMonitor, "__call__", original)
+    with pytest.raises(SpecError, match=r"'logret_1' is now 'xs_logret_1'.*fix: train it again"):
+        pipeline.run(spec, out=out, resume=True, console=Console(quiet=True))
+    assert saved.read_bytes() == before  # refused before anything was written
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "training"

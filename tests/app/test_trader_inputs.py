@@ -8,22 +8,39 @@ import pytest
 import torch
 from tiny import tiny_spec
 
-from finpod.data.features import FeatureStats
+from finpod.data.features import FeatureStats, feature_specs
 from finpod.errors import SpecError
 from finpod.pipeline.trader_inputs import TRADER_INPUTS_FILE, save_trader_inputs, trader_inputs
 from finpod.rundir import RunDir
 
 
-def _stats() -> FeatureStats:
-    return FeatureStats(("logret_1", "vol_20"), torch.tensor([0.0, 0.1]), torch.tensor([1.0, 2.0]))
+def _stats(names: tuple[str, ...] | None = None) -> FeatureStats:
+    names = names or tuple(spec.name for spec in feature_specs("1d"))
+    return FeatureStats(names, torch.zeros(len(names)), torch.arange(1.0, len(names) + 1.0))
 
 
 def test_saved_inputs_read_back(tmp_path: Path) -> None:
     save_trader_inputs(tmp_path, ["AAA", "BBB"], _stats())
     symbols, stats = trader_inputs(RunDir(tmp_path), tiny_spec(tmp_path))
     assert symbols == ["AAA", "BBB"]
-    assert stats.names == ("logret_1", "vol_20")
-    torch.testing.assert_close(stats.std, torch.tensor([1.0, 2.0]))
+    assert stats.names == _stats().names
+    torch.testing.assert_close(stats.std, _stats().std)
+
+
+def test_inputs_of_another_feature_set_are_refused_in_one_line(tmp_path: Path) -> None:
+    """A run trained on the raw returns (``logret_1``, before they became cross-sectional) would
+    read other inputs than it learned on: refused, naming the change and the fix."""
+    old = tuple(name.removeprefix("xs_") for name in _stats().names)
+    save_trader_inputs(tmp_path, ["AAA"], _stats(old))
+    with pytest.raises(SpecError) as caught:
+        trader_inputs(RunDir(tmp_path), tiny_spec(tmp_path))
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "'logret_1' is now 'xs_logret_1'" in message
+    assert "fix: train it again with `finpod run`" in message
+    save_trader_inputs(tmp_path, ["AAA"], _stats(_stats().names[:3]))
+    with pytest.raises(SpecError, match="3 features, this finpod computes 12"):
+        trader_inputs(RunDir(tmp_path), tiny_spec(tmp_path))
 
 
 @pytest.mark.parametrize("damage", ["truncated", "foreign_pickle", "wrong_payload"])

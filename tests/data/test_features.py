@@ -16,6 +16,7 @@ from finpod.data.features import (
     FeatureStats,
     bar_phase,
     build_features,
+    demean_across_symbols_,
     ema,
     feature_specs,
     fit_feature_stats,
@@ -84,7 +85,7 @@ def test_rolling_std_mean_matches_pandas_on_prices() -> None:
 def test_feature_names_per_frequency() -> None:
     minute = [s.name for s in feature_specs("1min")]
     daily = [s.name for s in feature_specs("1d")]
-    assert minute[:4] == ["logret_1", "logret_5", "logret_15", "logret_60"]
+    assert minute[:4] == ["xs_logret_1", "xs_logret_5", "xs_logret_15", "xs_logret_60"]
     assert minute[-2:] == ["minute_sin", "minute_cos"]
     assert daily[-2:] == ["weekday_sin", "weekday_cos"]
     assert len(minute) == len(daily) == 12
@@ -114,6 +115,35 @@ def test_raw_values_follow_their_definitions() -> None:
     assert raw[t, m, 8].item() == pytest.approx(bollinger.item(), rel=1e-3, abs=1e-4)
     assert raw[:, :, 5].min() >= 0.0
     assert raw[:, :, 5].max() <= 100.0
+
+
+def test_returns_are_demeaned_over_the_warm_symbols_of_each_bar() -> None:
+    """Each return feature loses its bar's mean over the symbols warm for it; cold cells and every
+    other feature are untouched; a bar with no warm symbol is left alone; one row alone gives the
+    same as that row of the whole table (the paper trader's online features)."""
+    close, volume, phase = _market(13)
+    specs = feature_specs("1min")
+    raw = raw_features(close, volume, phase, "1min")
+    demeaned = demean_across_symbols_(raw.clone(), FIRST_BAR, specs)
+    age = torch.arange(NUM_ROWS)[:, None] - FIRST_BAR[None, :]
+    for f, spec in enumerate(specs):
+        if not spec.cross_sectional:
+            assert torch.equal(demeaned[:, :, f], raw[:, :, f]), spec.name
+            continue
+        assert spec.name.startswith("xs_logret_")
+        assert spec.per_asset
+        warm = age >= spec.warmup_bars
+        for t in (0, spec.warmup_bars, 40, 300, NUM_ROWS - 1):
+            cells = raw[t, :, f].double()
+            if not warm[t].any():
+                assert torch.equal(demeaned[t, :, f], raw[t, :, f])
+                continue
+            expected = cells - cells[warm[t]].mean()
+            assert torch.allclose(demeaned[t, warm[t], f].double(), expected[warm[t]], atol=1e-6), spec.name
+            assert torch.equal(demeaned[t, ~warm[t], f], raw[t, ~warm[t], f])
+            row = raw[t : t + 1].clone()
+            assert torch.equal(demean_across_symbols_(row, FIRST_BAR - t, specs)[0], demeaned[t])
+    assert (age[300] >= 60).sum() == 3  # symbol 3 is still cold at bar 300: the mean left it out
 
 
 def test_rsi_is_100_when_only_rising_and_50_when_flat() -> None:
@@ -224,7 +254,7 @@ def test_output_is_finite_and_clipped_even_on_flat_or_silent_markets() -> None:
 
 def test_a_train_segment_too_short_to_warm_up_is_an_error() -> None:
     close, volume, phase = _market(10)
-    with pytest.raises(DataError, match="train segment has no bar where feature logret_60 is warmed up"):
+    with pytest.raises(DataError, match="train segment has no bar where feature xs_logret_60 is warmed up"):
         build_features(close, volume, FIRST_BAR, phase, "1min", (0, 50))
 
 

@@ -8,7 +8,7 @@ lower-triangular matrix, so future rows enter with weight exactly 0). Features, 
 name            definition (``c`` close, ``v`` volume, ``r`` 1-bar log return)   warm-up (bars)
 =============== ================================================================ ==============
 xs_logret_h     ``log c[t] - log c[t-h]`` for h in :data:`RETURN_HORIZONS_BARS`,  h
-                minus its mean over the bar's warm symbols (cross-sectional)
+                minus its mean over the bar's warm, trading symbols (cross-sectional)
 volatility      population std of ``r`` over :data:`VOLATILITY_WINDOW_BARS`      window
 rsi             Wilder RSI (EMAs of gains/losses of ``r``), 0..100; 50 if flat   period
 macd            ``(EMA_fast(c) - EMA_slow(c)) / c``                              slow
@@ -23,7 +23,7 @@ A cell is *warm* when the symbol has had its first real bar at least ``warm-up``
 (``t - first_bar >= warm-up``); only then is the window made of the symbol's own bars.
 
 The returns are **cross-sectional** (:attr:`FeatureSpec.cross_sectional`): each bar's mean over its
-warm symbols is taken out (:func:`demean_across_symbols_`). A long-only book's relative weights
+warm symbols still trading is taken out (:func:`demean_across_symbols_`). A long-only book's relative weights
 depend on how an asset moved against the others, not on the market's move, which every asset
 shares. The raw returns make a per-asset network learn that difference through its nonlinearity,
 and a market move shifts every asset into another part of it. Measured on the skill bench's
@@ -308,26 +308,55 @@ def zero_cold_(
 
 
 def demean_across_symbols_(
-    features: torch.Tensor, first_bar: torch.Tensor, specs: tuple[FeatureSpec, ...]
+    features: torch.Tensor,
+    first_bar: torch.Tensor,
+    specs: tuple[FeatureSpec, ...],
+    real: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Subtract from every warm cell of each cross-sectional feature of ``features`` ``(T, M, F)``
-    the mean over that bar's warm cells, in place (cold cells and the other features untouched).
+    the bar's mean over its *live* warm cells, in place (cold cells and the other features untouched).
 
-    A bar with no warm symbol is left as it is. Row ``t`` of ``features`` is bar ``t`` for
-    ``first_bar`` (:func:`zero_cold_`'s convention), so one row can be demeaned alone, as the paper
-    trader's online features do.
+    A cell of an ``h``-bar feature is live when its symbol had a real bar among the last ``h`` bars
+    (``real``): a symbol that stopped trading (delisted, its close carried forward) has a return of
+    0 that is no part of the market's move, and would pull the mean towards 0. Without ``real``
+    every warm cell is live. A bar with no live warm symbol is left as it is.
+
+    Args:
+        features: ``(T, M, F)``; row ``t`` is bar ``t`` for ``first_bar`` (:func:`zero_cold_`'s
+            convention), so one row can be demeaned alone, as the paper trader's online features do.
+        first_bar: int64 ``(M,)`` each symbol's first real bar, in ``features``' row numbers.
+        specs: the ``F`` feature specs.
+        real: bool ``(R, M)``, ``R >= T``, whether each symbol had a real bar; its last ``T`` rows
+            are ``features``' rows, the ``R - T`` before them the bars just before.
     """
     columns = [f for f, spec in enumerate(specs) if spec.cross_sectional]
     if not columns:
         return features
     first = first_bar.to(features.device)
-    for lo, hi in _row_chunks((0, features.shape[0])):
-        age = torch.arange(lo, hi, device=features.device)[:, None] - first[None, :]
+    num_rows = features.shape[0]
+    # real bars seen before each row: seen[k] = real[:k].sum(0), so the last h bars of feature row t
+    # hold seen[history + t + 1] - seen[max(history + t + 1 - h, 0)] real bars
+    history, seen = 0, None
+    if real is not None:
+        history = real.shape[0] - num_rows
+        if history < 0:
+            raise ValueError(f"real has {real.shape[0]} rows, fewer than the {num_rows} feature rows")
+        counts = real.to(device=features.device, dtype=torch.int32).cumsum(dim=0, dtype=torch.int32)
+        seen = torch.cat([counts.new_zeros(1, counts.shape[1]), counts])
+    for lo, hi in _row_chunks((0, num_rows)):
+        rows = torch.arange(lo, hi, device=features.device)
+        age = rows[:, None] - first[None, :]
         for f in columns:
-            warm = age >= specs[f].warmup_bars
+            horizon = specs[f].warmup_bars
+            warm = age >= horizon
+            live = warm
+            if seen is not None:
+                end = history + rows + 1
+                recent = seen[end] - seen[(end - horizon).clamp_min(0)]
+                live = warm & (recent > 0)
             cells = features[lo:hi, :, f]
-            count = warm.sum(dim=1, keepdim=True)
-            total = torch.where(warm, cells, 0.0).sum(dim=1, keepdim=True, dtype=torch.float64)
+            count = live.sum(dim=1, keepdim=True)
+            total = torch.where(live, cells, 0.0).sum(dim=1, keepdim=True, dtype=torch.float64)
             mean = (total / count.clamp_min(1)).to(cells.dtype)
             cells.sub_(torch.where(warm, mean, 0.0))
     return features
@@ -436,6 +465,7 @@ def build_features(
     *,
     stats: FeatureStats | None = None,
     clip_sigmas: float = CLIP_SIGMAS,
+    real: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, FeatureStats]:
     """Causal, train-normalised features of aligned bars.
 
@@ -448,6 +478,9 @@ def build_features(
         train_rows: ``(start, stop)`` rows of the train segment; statistics come from them only.
         stats: statistics to reuse instead of fitting (e.g. a trained agent's, for new data).
         clip_sigmas: normalised values are clipped to ``[-clip_sigmas, clip_sigmas]``.
+        real: bool ``(T, M)`` whether each symbol had a real bar (not a carried-forward close): the
+            cross-sectional returns are demeaned over symbols still trading
+            (:func:`demean_across_symbols_`); ``None``: every bar is real.
 
     Returns:
         ``(features, stats)``: float32 ``(T, M, F)`` NaN-free features and the statistics used.
@@ -455,6 +488,6 @@ def build_features(
     specs = feature_specs(freq)
     raw = raw_features(close, volume, phase, freq)
     first = first_bar.to(close.device)
-    demean_across_symbols_(raw, first, specs)
+    demean_across_symbols_(raw, first, specs, real)
     used = fit_feature_stats(raw, first, specs, train_rows) if stats is None else stats.to(close.device)
     return normalise_features_(raw, used, first, specs, clip_sigmas), used

@@ -338,6 +338,7 @@ def _to_panel(
         rows["train"],
         stats=feature_stats,
         clip_sigmas=clip_sigmas,
+        real=torch.from_numpy(aligned.real).to(device),
     )
     return Panel(
         timestamps_ns=grid.timestamps_ns,

@@ -60,6 +60,7 @@ class OnlineFeatures:
         self.clip_sigmas = clip_sigmas
         self._close = np.zeros((0, num_assets), dtype=np.float32)
         self._volume = np.zeros((0, num_assets), dtype=np.float32)
+        self._real = np.zeros((0, num_assets), dtype=bool)
         self._count = 0
         self._first_bar = np.full(num_assets, NEVER, dtype=np.int64)
 
@@ -84,6 +85,7 @@ class OnlineFeatures:
         self._first_bar = np.minimum(self._first_bar, first)
         self._close = np.concatenate([self._close, close.astype(np.float32)])[-self.window_bars :]
         self._volume = np.concatenate([self._volume, volume.astype(np.float32)])[-self.window_bars :]
+        self._real = np.concatenate([self._real, real])[-self.window_bars :]
         self._count += real.shape[0]
 
     def push(
@@ -104,6 +106,7 @@ class OnlineFeatures:
         self._first_bar = np.where(real & (self._first_bar == NEVER), self._count, self._first_bar)
         self._close = np.concatenate([self._close, close[None].astype(np.float32)])[-self.window_bars :]
         self._volume = np.concatenate([self._volume, volume[None].astype(np.float32)])[-self.window_bars :]
+        self._real = np.concatenate([self._real, np.asarray(real, dtype=bool)[None]])[-self.window_bars :]
         self._count += 1
         phase = bar_phase(
             np.array([bar_ns], dtype=np.int64),
@@ -118,5 +121,5 @@ class OnlineFeatures:
         first_rel = torch.from_numpy(
             np.where(self._first_bar == NEVER, 1, self._first_bar - (self._count - 1))
         )
-        demean_across_symbols_(last, first_rel, self.specs)
+        demean_across_symbols_(last, first_rel, self.specs, torch.from_numpy(self._real))
         return normalise_features_(last, self.stats, first_rel, self.specs, self.clip_sigmas)[0]

@@ -146,6 +146,38 @@ def test_returns_are_demeaned_over_the_warm_symbols_of_each_bar() -> None:
     assert (age[300] >= 60).sum() == 3  # symbol 3 is still cold at bar 300: the mean left it out
 
 
+def test_a_symbol_that_stopped_trading_leaves_the_mean_but_is_still_demeaned() -> None:
+    """Delisted at bar 350 (its close carried forward, no real bar after): once an ``h``-bar return
+    holds no real bar, the symbol's 0 is no part of the market's move and leaves the mean; its own
+    cell still loses the others' mean. A row demeaned alone with its real-bar history agrees."""
+    close, volume, phase = _market(14)
+    close[350:, 1] = close[349, 1]
+    real = torch.ones(NUM_ROWS, NUM_COLS, dtype=torch.bool)
+    real[350:, 1] = False
+    specs = feature_specs("1min")
+    raw = raw_features(close, volume, phase, "1min")
+    demeaned = demean_across_symbols_(raw.clone(), FIRST_BAR, specs, real)
+    everyone = demean_across_symbols_(raw.clone(), FIRST_BAR, specs)
+    for f, spec in enumerate(specs):
+        if not spec.cross_sectional:
+            continue
+        h = spec.warmup_bars
+        gone = 349 + h  # the first bar whose h-bar window (gone - h, gone] holds no real bar of symbol 1
+        t = gone + 5
+        live = [m for m in range(NUM_COLS) if m != 1 and t - int(FIRST_BAR[m]) >= h]
+        mean = raw[t, live, f].double().mean()
+        assert torch.allclose(demeaned[t, :, f].double(), raw[t, :, f].double() - mean, atol=1e-6)
+        assert raw[t, 1, f] == 0.0  # its return is 0 ...
+        assert not torch.equal(demeaned[t, :, f], everyone[t, :, f])  # ... and it no longer dilutes the mean
+        before = gone - 1  # still one real bar in its window: still live
+        assert torch.equal(demeaned[before, :, f], everyone[before, :, f])
+        row = raw[t : t + 1].clone()
+        alone = demean_across_symbols_(row, FIRST_BAR - t, specs, real[: t + 1])
+        assert torch.equal(alone[0], demeaned[t])
+    with pytest.raises(ValueError, match="fewer than the 700 feature rows"):
+        demean_across_symbols_(raw.clone(), FIRST_BAR, specs, real[:10])
+
+
 def test_rsi_is_100_when_only_rising_and_50_when_flat() -> None:
     rising = torch.linspace(100, 120, 100)[:, None].repeat(1, 2)
     flat = torch.full((100, 2), 50.0)

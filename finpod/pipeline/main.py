@@ -155,6 +155,8 @@ def run(
     device = torch.device(spec.resolve_device())
     root = reports_root(out)
     resumed = find_resumable(spec, root) if resume else None
+    if resumed is not None and (resumed.root / TRADER_INPUTS_FILE).is_file():
+        trader_inputs(resumed, spec)  # its pods learned on the saved features: refuses others, first
     dataset = (
         Path(resumed.read_info()["dataset"])
         if resumed
@@ -167,8 +169,6 @@ def run(
     check_horizon(spec, panel)
     context = RunContext.of(spec, panel, device)
     clock.lap("data")
-    if resumed is not None and (resumed.root / TRADER_INPUTS_FILE).is_file():
-        trader_inputs(resumed, spec)  # its pods learned on the saved features: refuses others
     # every check that can refuse the spec ran above: only now is anything written
     if resumed is not None:
         run_dir = resumed

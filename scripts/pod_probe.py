@@ -33,6 +33,7 @@ import torch
 from finpod.backtest.pyfolio_format import Ledger, ledger_to_result
 from finpod.backtest.runner import run_policy
 from finpod.bench import skill_bench
+from finpod.data.calendar import FULL_SESSION_MINUTES
 from finpod.oracle import equal_weight_policy, returns_sharpe, share_captured
 from finpod.pipeline.training import deterministic_policy, validation_score
 
@@ -75,25 +76,30 @@ def held_out_ics(problem: Any, agent: Any, segment: str = "backtest") -> Callabl
     return ics
 
 
-def book_shape(ledger: Ledger, equal_weight: Ledger) -> list[float]:
-    """How a traded book looks over a segment: ``[effective names (median of 1 / sum w_i**2),
-    largest weight (median), daily turnover (% of equity, mean), costs (bp of equity a year),
-    return over equal weight's (a year), tracking error against it (a year)]``.
+def book_shape(ledger: Ledger, equal_weight: Ledger, bars_per_day: int = 1) -> list[float]:
+    """How a traded book looks over a segment: ``[effective names (median of (sum w_i)**2 / sum
+    w_i**2, the invested part), largest weight (median), daily turnover (% of equity, mean), costs
+    (bp of equity a year), return over equal weight's (a year), tracking error against it (a year)]``.
+
+    ``bars_per_day``: ledger rows a session (1 on daily bars, 390 on minute bars), so the daily and
+    yearly figures mean the same at any bar size (252 sessions a year).
 
     A pod whose forecast keeps its held-out IC can still lose its edge by concentrating and
     trading more as it fits the train years (BENCHMARKS.md "What the pods hold over a run").
     """
     weights = ledger.shares * ledger.close_usd / ledger.equity_usd[:, None]
-    names = 1.0 / np.maximum((weights**2).sum(axis=1), 1e-12)
+    invested = weights.sum(axis=1)
+    names = invested**2 / np.maximum((weights**2).sum(axis=1), 1e-12)
     equity = ledger.equity_usd
     active = equity[1:] / equity[:-1] - equal_weight.equity_usd[1:] / equal_weight.equity_usd[:-1]
+    bars_a_year = 252 * bars_per_day
     return [
         round(float(np.median(names[1:])), 1),
         round(float(np.median(weights[1:].max(axis=1))), 3),
-        round(100.0 * float((ledger.traded_usd[1:] / equity[:-1]).mean()), 1),
-        round(1e4 * 252 * float((ledger.cost_usd[1:] / equity[:-1]).mean())),
-        round(252 * float(active.mean()), 3),
-        round(float(active.std() * np.sqrt(252)), 3),
+        round(100.0 * bars_per_day * float((ledger.traded_usd[1:] / equity[:-1]).mean()), 1),
+        round(1e4 * bars_a_year * float((ledger.cost_usd[1:] / equity[:-1]).mean())),
+        round(bars_a_year * float(active.mean()), 3),
+        round(float(active.std() * np.sqrt(bars_a_year)), 3),
     ]
 
 
@@ -116,7 +122,8 @@ def main() -> None:
     equal_ledger = run_policy(problem.full, "backtest", config, equal_weight_policy(case.n_symbols), device)
     assert problem.oracle_policy is not None
     oracle_ledger = run_policy(problem.full, "backtest", config, problem.oracle_policy, device)
-    oracle_book = book_shape(oracle_ledger, equal_ledger)
+    bars_per_day = FULL_SESSION_MINUTES if problem.full.frequency == "1min" else 1
+    oracle_book = book_shape(oracle_ledger, equal_ledger, bars_per_day)
     print("oracle", *oracle_book, flush=True)
     score_ic = held_out_ics(problem, agent)
     validation_ic = held_out_ics(problem, agent, "validation")
@@ -140,7 +147,7 @@ def main() -> None:
                     round(validation, 2),
                     round(share, 2),
                     *ics,
-                    *book_shape(ledger, equal_ledger),
+                    *book_shape(ledger, equal_ledger, bars_per_day),
                 ]
             )
             print(*probes[-1], flush=True)

@@ -128,6 +128,7 @@ def benchmark_panel(panel: Panel) -> Panel | None:
         benchmark_close=None,
         benchmark_open=None,
         benchmark_volume=None,
+        real=None,
         feature_stats=None,
     )
 

@@ -44,6 +44,9 @@ class Panel:
             the market baseline is not volume-capped).
         feature_stats: the train-segment normalisation statistics the features were built with
             (reuse them to build the same features on new bars), or ``None``.
+        real: bool ``(T, M)``: the symbol has a real (unfilled) bar, in the universe or not (what
+            the features' warm-up and cross-sectional means count), or ``None`` for a panel built
+            without it (:meth:`real_bars` then falls back to ``tradable | volume > 0``).
     """
 
     timestamps_ns: np.ndarray
@@ -64,6 +67,7 @@ class Panel:
     benchmark_open: torch.Tensor | None = None
     benchmark_volume: torch.Tensor | None = None
     feature_stats: FeatureStats | None = None
+    real: torch.Tensor | None = None
 
     @property
     def num_bars(self) -> int:
@@ -92,10 +96,15 @@ class Panel:
             raise KeyError(f"panel has no segment {name!r} (known: {known})")
         return self.segments[name]
 
+    def real_bars(self) -> torch.Tensor:
+        """Bool ``(T, M)``: which bars are real (:attr:`real`; a panel built without it: tradable or
+        traded some volume)."""
+        return self.real if self.real is not None else self.tradable | (self.volume > 0)
+
     def nbytes(self) -> int:
         """Bytes held by the panel's tensors (its own size, for memory budgets)."""
         tensors = [self.open, self.high, self.low, self.close, self.volume, self.features, self.tradable]
-        for extra in (self.benchmark_close, self.benchmark_open, self.benchmark_volume):
+        for extra in (self.benchmark_close, self.benchmark_open, self.benchmark_volume, self.real):
             if extra is not None:
                 tensors.append(extra)
         own = sum(t.element_size() * t.nelement() for t in tensors)
@@ -127,4 +136,5 @@ class Panel:
             benchmark_open=moved(self.benchmark_open),
             benchmark_volume=moved(self.benchmark_volume),
             feature_stats=None if self.feature_stats is None else self.feature_stats.to(dev),
+            real=moved(self.real),
         )

@@ -329,6 +329,7 @@ def _to_panel(
         bar_phase(grid.timestamps_ns, grid.session_ids, grid.session_open_ns, grid.frequency)
     )
     first_bar = torch.from_numpy(aligned.first_bar).to(device)
+    real = torch.from_numpy(aligned.real).to(device)
     features, stats = build_features(
         close,
         volume,
@@ -338,7 +339,7 @@ def _to_panel(
         rows["train"],
         stats=feature_stats,
         clip_sigmas=clip_sigmas,
-        real=torch.from_numpy(aligned.real).to(device),
+        real=real,
     )
     return Panel(
         timestamps_ns=grid.timestamps_ns,
@@ -359,6 +360,7 @@ def _to_panel(
         benchmark_open=None if benchmark is None else torch.from_numpy(benchmark.open[:, 0]).to(device),
         benchmark_volume=None if benchmark is None else torch.from_numpy(benchmark.volume[:, 0]).to(device),
         feature_stats=stats,
+        real=real,
     )
 
 

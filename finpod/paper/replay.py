@@ -165,7 +165,7 @@ def _run(
     online = OnlineFeatures(panel.num_assets, panel.frequency, panel.feature_stats, window_bars)
     close = panel.close.cpu().numpy()
     volume = panel.volume.cpu().numpy()
-    real = panel.tradable.cpu().numpy() | (volume > 0)
+    real = panel.real_bars().cpu().numpy()
     tradable = panel.tradable.cpu().numpy()
     opens_ns = [(0, 0)] * lo + _session_bounds(panel, lo, hi)
     equity = np.empty(hi - lo)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -118,6 +119,17 @@ def test_missing_bars_are_filled_and_not_tradable(market: pd.DataFrame) -> None:
     assert panel.volume[10, column] == 0
     assert panel.close[11, column] == panel.close[9, column]
     assert int((~panel.tradable).sum()) == 3
+    real = panel.real_bars()
+    assert panel.real is not None
+    assert torch.equal(real, panel.tradable)
+    assert not real[10, column]
+    assert not real[11, column]
+    assert panel.to("cpu").real is not None
+
+
+def test_a_panel_without_its_real_mask_falls_back_to_tradable_or_traded(market: pd.DataFrame) -> None:
+    panel = dataclasses.replace(_build(market), real=None)
+    assert torch.equal(panel.real_bars(), panel.tradable | (panel.volume > 0))
 
 
 @pytest.mark.parametrize("hours_after_open", [0.5, 30.0, 100.0, 170.0, 230.0])
@@ -189,6 +201,9 @@ def test_nasdaq100_universe_is_point_in_time(caplog: pytest.LogCaptureFixture) -
     zm = panel.tradable[:, 2].numpy()
     assert not zm[dates < pd.Timestamp("2020-04-30").date()].any()
     assert zm[dates >= pd.Timestamp("2020-04-30").date()].all()
+    # a non-member's bars stay real (features warm up and the cross-sectional means count them),
+    # what paper replay must feed its online features as well
+    assert panel.real_bars()[:, 2].all()
 
 
 def test_nasdaq100_columns_come_from_the_range_clipped_to_the_data() -> None:

@@ -244,7 +244,8 @@ class ContenderResult:
             best-on-validation policy each time the contender's best validation score improved (see
             the module docstring; the share is NaN on a market without an edge).
         snapshots: with ``snapshots``, one row per validated policy, in the order scored: ``[trial,
-            seconds, validation score, pod (the thread that trained it), held-out share]``.
+            seconds, validation score, pod (the thread that trained it), held-out share, validation
+            score IC, held-out score IC]`` (:meth:`_Problem.score_ic`).
     """
 
     sharpe: dict[str, float]
@@ -470,15 +471,35 @@ class _Problem:
         return score
 
     def snapshot_rows(self) -> list[list[Any]]:
-        """``[trial, seconds, validation score, pod, held-out share]`` of every kept policy (then
-        dropped); run after the contender, so its held-out passes cost it no time."""
+        """``[trial, seconds, validation score, pod, held-out share, validation IC, held-out IC]`` of
+        every kept policy (then dropped; the ICs: :meth:`score_ic`); run after the contender, so its
+        held-out passes cost it no time."""
         rows = []
         for trial, seconds, score, pod, policy in self.validated:
             sharpe = returns_sharpe(self.held_out(policy))
             share = share_captured(sharpe, self.oracle_sharpe, self.equal_weight_sharpe)
-            rows.append([trial, round(seconds, 3), score, pod, share])
+            ics = [self.score_ic(policy, segment) for segment in ("validation", "backtest")]
+            rows.append([trial, round(seconds, 3), score, pod, share, *ics])
         self.validated.clear()
         return rows
+
+    def score_ic(self, policy: Policy, segment: str) -> float:
+        """The mean over ``segment``'s bars of the cross-sectional correlation of ``policy``'s log
+        target weights (its entity scores up to a constant per bar) with the next bar's log return,
+        on observations that hold nothing (one batched call; weights mode)."""
+        full, shape = self.full, self.context.shape
+        start, stop = full.segment(segment)
+        bars, m = stop - 1 - start, full.num_assets
+        features = full.features[start : stop - 1].reshape(bars, -1)
+        obs = torch.cat([features, torch.zeros(bars, shape.obs_dim - features.shape[1])], dim=1)
+        with torch.inference_mode():
+            weights = policy(obs.to(self.device)).cpu().double()[:, -m:]
+        log_close = full.close[start:stop].double().log()
+        outcome = log_close[1:] - log_close[:-1]
+        p = weights.clamp_min(1e-300).log()
+        p = p - p.mean(dim=1, keepdim=True)
+        q = outcome - outcome.mean(dim=1, keepdim=True)
+        return float(((p * q).sum(1) / (p.norm(dim=1) * q.norm(dim=1) + 1e-12)).mean())
 
     def held_out(self, policy: Policy) -> pd.Series:
         return segment_returns(self.full, "backtest", self.eval_config, policy, self.device)

@@ -21,7 +21,7 @@ from finpod.bench.skill_bench import (
 from finpod.bench.skill_names import CASE_NAMES
 from finpod.bench.skill_plot import plot_curves
 from finpod.errors import SpecError
-from finpod.oracle import returns_sharpe
+from finpod.oracle import equal_weight_policy, returns_sharpe
 from finpod.spec import TournamentSpec
 
 
@@ -92,6 +92,7 @@ def test_a_seed_records_oracle_fit_linear_share_and_a_learning_curve() -> None:
     best = max(single.snapshots, key=lambda row: row[2])
     assert best[4] == pytest.approx(single.curve[-1][2])
     assert "validated policies" in snapshot_summary(single.snapshots)
+    assert all(-1.0 <= row[5] <= 1.0 and -1.0 <= row[6] <= 1.0 for row in single.snapshots)  # score ICs
 
 
 def test_with_a_leaderboard_window_the_curve_picks_only_what_the_board_could_rank() -> None:
@@ -216,3 +217,13 @@ def test_probe_problem_keeps_the_oracle_it_scored() -> None:
     assert problem.oracle_policy is not None
     assert returns_sharpe(problem.held_out(problem.oracle_policy)) == problem.oracle_sharpe
     assert problem.oracle_sharpe > problem.equal_weight_sharpe  # the planted edge is the ceiling's
+
+
+def test_a_score_ic_ranks_the_oracle_above_equal_weight() -> None:
+    """The snapshots' score IC: the oracle's target weights rank the next bar's returns on both
+    segments; equal weight ranks nothing (its log weights are flat: IC 0)."""
+    case, problem = probe_problem("daily20-reversal_5-ic05-5bp", 0)
+    assert problem.oracle_policy is not None
+    for segment in ("validation", "backtest"):
+        assert 0.0 < problem.score_ic(problem.oracle_policy, segment) < 1.0
+        assert problem.score_ic(equal_weight_policy(case.n_symbols), segment) == 0.0

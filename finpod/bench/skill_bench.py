@@ -765,24 +765,30 @@ SNAPSHOT_PERIODS: Final[int] = 4
 
 def snapshot_summary(rows: Sequence[Sequence[Any]]) -> str:
     """One line on :attr:`ContenderResult.snapshots`: the mean held-out share of the policies
-    validated in each quarter of the run's seconds, and the share of the best on validation
-    overall and in the run's second half.
+    validated in each quarter of the run's seconds (and their mean held-out score IC, where the
+    rows have it), and the share of the best on validation overall and in the run's second half.
 
     Args:
-        rows: ``[trial, seconds, validation score, pod, held-out share]`` (at least one).
+        rows: ``[trial, seconds, validation score, pod, held-out share, (validation IC, held-out
+            IC)]`` (at least one).
     """
     seconds = [float(row[1]) for row in rows]
     end = max(seconds) or 1.0
-    parts: list[list[float]] = [[] for _ in range(SNAPSHOT_PERIODS)]
+    parts: list[list[Sequence[Any]]] = [[] for _ in range(SNAPSHOT_PERIODS)]
     for row, at in zip(rows, seconds, strict=True):
-        parts[min(int(SNAPSHOT_PERIODS * at / end), SNAPSHOT_PERIODS - 1)].append(float(row[4]))
-    means = [f"{statistics.fmean(shares):+.2f}" if shares else "-" for shares in parts]
+        parts[min(int(SNAPSHOT_PERIODS * at / end), SNAPSHOT_PERIODS - 1)].append(row)
+
+    def means(column: int, form: str) -> str:
+        found = [statistics.fmean(float(row[column]) for row in part) if part else None for part in parts]
+        return ", ".join("-" if value is None else format(value, form) for value in found)
+
     best = max(rows, key=lambda row: float(row[2]))
     later = [row for row in rows if float(row[1]) >= end / 2]
     best_later = max(later, key=lambda row: float(row[2]))
+    ics = f" (held-out score IC {means(6, '+.3f')})" if all(len(row) > 6 for row in rows) else ""
     return (
         f"{len(rows)} validated policies; mean held-out share by quarter of the run "
-        f"{', '.join(means)}; best on validation {float(best[4]):+.2f} (at {float(best[1]):.0f} s), "
+        f"{means(4, '+.2f')}{ics}; best on validation {float(best[4]):+.2f} (at {float(best[1]):.0f} s), "
         f"best on validation in the second half {float(best_later[4]):+.2f}"
     )
 

@@ -125,6 +125,9 @@ def test_the_snapshot_summary_averages_each_quarter_and_names_the_picks() -> Non
     assert "by quarter of the run +0.20, -, +0.50, +0.70" in line
     assert "best on validation +0.30 (at 20 s)" in line
     assert "in the second half +0.50" in line
+    assert "IC" not in line  # rows without the score ICs
+    with_ics = [[*row, 0.01, 0.02 * row[0]] for row in rows]
+    assert "(held-out score IC +0.030, -, +0.060, +0.080)" in snapshot_summary(with_ics)
 
 
 def _result(sharpe: float, share: float) -> ContenderResult:

@@ -11,7 +11,8 @@ reward's own gradient").
 Prints one line per probe ``env_steps train_seconds validation_dsharpe held_out_share
 held_out_score_ic [held_out_forecast_ic] validation_score_ic [validation_forecast_ic]`` followed by
 how the held-out book looks (:func:`book_shape`: effective names, largest weight, daily turnover
-in %, costs in bp a year, annualised return and tracking error over equal weight), and a JSON
+in %, costs in bp a year, annualised return and tracking error over equal weight, and the cash held:
+mean and standard deviation, in % of equity), and a JSON
 summary last. A first line shows the oracle's held-out book in the same columns: the ceiling's
 concentration, turnover and costs, to hold the pod's against. An IC is a segment's mean
 cross-sectional correlation of the policy's entity scores (or of its forecast head's outputs, with
@@ -79,7 +80,8 @@ def held_out_ics(problem: Any, agent: Any, segment: str = "backtest") -> Callabl
 def book_shape(ledger: Ledger, equal_weight: Ledger, bars_per_day: int = 1) -> list[float]:
     """How a traded book looks over a segment: ``[effective names (median of (sum w_i)**2 / sum
     w_i**2, the invested part), largest weight (median), daily turnover (% of equity, mean), costs
-    (bp of equity a year), return over equal weight's (a year), tracking error against it (a year)]``.
+    (bp of equity a year), return over equal weight's (a year), tracking error against it (a year),
+    cash (% of equity, mean), cash (% of equity, standard deviation)]``.
 
     ``bars_per_day``: ledger rows a session (1 on daily bars, 390 on minute bars), so the daily and
     yearly figures mean the same at any bar size (252 sessions a year).
@@ -93,6 +95,7 @@ def book_shape(ledger: Ledger, equal_weight: Ledger, bars_per_day: int = 1) -> l
     equity = ledger.equity_usd
     active = equity[1:] / equity[:-1] - equal_weight.equity_usd[1:] / equal_weight.equity_usd[:-1]
     bars_a_year = 252 * bars_per_day
+    cash = ledger.cash_usd / equity
     return [
         round(float(np.median(names[1:])), 1),
         round(float(np.median(weights[1:].max(axis=1))), 3),
@@ -100,6 +103,8 @@ def book_shape(ledger: Ledger, equal_weight: Ledger, bars_per_day: int = 1) -> l
         round(1e4 * bars_a_year * float((ledger.cost_usd[1:] / equity[:-1]).mean())),
         round(bars_a_year * float(active.mean()), 3),
         round(float(active.std() * np.sqrt(bars_a_year)), 3),
+        round(100.0 * float(cash[1:].mean()), 1),
+        round(100.0 * float(cash[1:].std()), 1),
     ]
 
 

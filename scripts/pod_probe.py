@@ -34,16 +34,10 @@ import torch
 from finpod.backtest.pyfolio_format import Ledger, ledger_to_result
 from finpod.backtest.runner import run_policy
 from finpod.bench import skill_bench
+from finpod.bench.skill_bench import cross_sectional_ic
 from finpod.data.calendar import FULL_SESSION_MINUTES
 from finpod.oracle import equal_weight_policy, returns_sharpe, share_captured
 from finpod.pipeline.training import deterministic_policy, validation_score
-
-
-def _ic(prediction: torch.Tensor, outcome: torch.Tensor) -> float:
-    """Mean over bars of the cross-sectional correlation of ``(T, M)`` forecasts and outcomes."""
-    p = prediction - prediction.mean(dim=1, keepdim=True)
-    q = outcome - outcome.mean(dim=1, keepdim=True)
-    return float(((p * q).sum(1) / (p.norm(dim=1) * q.norm(dim=1) + 1e-12)).mean())
 
 
 def held_out_ics(problem: Any, agent: Any, segment: str = "backtest") -> Callable[[], list[float]]:
@@ -69,9 +63,9 @@ def held_out_ics(problem: Any, agent: Any, segment: str = "backtest") -> Callabl
             else:
                 dist, forecast = model.distribution(normal), None
         scores = dist.loc[:, layout.action_globals :].cpu()
-        found = [_ic(scores.double(), outcome[rows])]
+        found = [cross_sectional_ic(scores.double(), outcome[rows])]
         if forecast is not None:
-            found.append(_ic(forecast.cpu().double(), outcome[rows]))
+            found.append(cross_sectional_ic(forecast.cpu().double(), outcome[rows]))
         return found
 
     return ics

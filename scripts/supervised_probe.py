@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from finpod.bench import skill_bench
+from finpod.bench.skill_bench import cross_sectional_ic as ic_of
 from finpod.linear_baseline import fit_linear_trader
 from finpod.oracle import returns_sharpe, share_captured, signal_scores
 from finpod.tilt import fit_tilt, tilt_policy
@@ -35,13 +36,6 @@ from finpod.tilt import fit_tilt, tilt_policy
 WARMUP_BARS = 60
 """Train rows skipped at the start (the longest feature window)."""
 MINIBATCH_BARS = 64
-
-
-def _ic(prediction: torch.Tensor, outcome: torch.Tensor) -> float:
-    """Mean over bars of the cross-sectional correlation of ``(T, M)`` forecasts and outcomes."""
-    p = prediction - prediction.mean(dim=1, keepdim=True)
-    q = outcome - outcome.mean(dim=1, keepdim=True)
-    return float(((p * q).sum(1) / (p.norm(dim=1) * q.norm(dim=1) + 1e-12)).mean())
 
 
 def main() -> None:
@@ -77,7 +71,7 @@ def main() -> None:
     segments = ("train", "validation", "backtest")
     obs = torch.cat([features.reshape(t_bars, m * f), torch.zeros(t_bars, 4 * m)], dim=1)
     true_scores = signal_scores(full, case.signal)(obs)
-    true_ics = {name: round(_ic(true_scores[rows(name)], outcome[rows(name)]), 4) for name in segments}
+    true_ics = {name: round(ic_of(true_scores[rows(name)], outcome[rows(name)]), 4) for name in segments}
 
     width = args.hidden
     net = nn.Sequential(
@@ -98,7 +92,9 @@ def main() -> None:
             loss.backward()
             optimizer.step()
         with torch.no_grad():
-            ics = {name: _ic(net(features[rows(name)]).squeeze(-1), outcome[rows(name)]) for name in segments}
+            ics = {
+                name: ic_of(net(features[rows(name)]).squeeze(-1), outcome[rows(name)]) for name in segments
+            }
         if ics["validation"] > best[0]:
             best = (ics["validation"], copy.deepcopy(net), epoch)
         print(
@@ -110,7 +106,7 @@ def main() -> None:
 
     model = best[1]
     with torch.no_grad():
-        held_out_ic = _ic(model(features[rows("backtest")]).squeeze(-1), outcome[rows("backtest")])
+        held_out_ic = ic_of(model(features[rows("backtest")]).squeeze(-1), outcome[rows("backtest")])
 
     def scores(batch: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():

@@ -383,6 +383,14 @@ class ExcludedTime:
             on_period(spent)
 
 
+def cross_sectional_ic(prediction: torch.Tensor, outcome: torch.Tensor) -> float:
+    """The mean over bars of the cross-sectional (Pearson) correlation of ``(T, M)`` predictions
+    and outcomes; a bar whose predictions are flat counts 0."""
+    p = prediction - prediction.mean(dim=1, keepdim=True)
+    q = outcome - outcome.mean(dim=1, keepdim=True)
+    return float(((p * q).sum(1) / (p.norm(dim=1) * q.norm(dim=1) + 1e-12)).mean())
+
+
 @dataclass
 class _Problem:
     """What every contender of one (case, seed, hyper set) shares, and its learning curve."""
@@ -496,10 +504,7 @@ class _Problem:
             weights = policy(obs.to(self.device)).cpu().double()[:, -m:]
         log_close = full.close[start:stop].double().log()
         outcome = log_close[1:] - log_close[:-1]
-        p = weights.clamp_min(1e-300).log()
-        p = p - p.mean(dim=1, keepdim=True)
-        q = outcome - outcome.mean(dim=1, keepdim=True)
-        return float(((p * q).sum(1) / (p.norm(dim=1) * q.norm(dim=1) + 1e-12)).mean())
+        return cross_sectional_ic(weights.clamp_min(1e-300).log(), outcome)
 
     def held_out(self, policy: Policy) -> pd.Series:
         return segment_returns(self.full, "backtest", self.eval_config, policy, self.device)

@@ -12,7 +12,8 @@ Prints one line per probe ``env_steps train_seconds validation_dsharpe held_out_
 held_out_score_ic [held_out_forecast_ic] validation_score_ic [validation_forecast_ic]`` followed by
 how the held-out book looks (:func:`book_shape`: effective names, largest weight, daily turnover
 in %, costs in bp a year, annualised return and tracking error over equal weight, and the cash held:
-mean and standard deviation, in % of equity), and a JSON
+mean and standard deviation, in % of equity), with ``--temper a`` the same book's share and columns
+when its weights are tempered (``w**a`` renormalised: its scores times ``a``), and a JSON
 summary last. A first line shows the oracle's held-out book in the same columns: the ceiling's
 concentration, turnover and costs, to hold the pod's against. An IC is a segment's mean
 cross-sectional correlation of the policy's entity scores (or of its forecast head's outputs, with
@@ -102,6 +103,19 @@ def book_shape(ledger: Ledger, equal_weight: Ledger, bars_per_day: int = 1) -> l
     ]
 
 
+def tempered(
+    policy: Callable[[torch.Tensor], torch.Tensor], exponent: float
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``policy`` with its target weights (a softmax of scores, cash first) raised to ``exponent``
+    and renormalised: the softmax of its scores times ``exponent`` (below 1: a flatter book)."""
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        powered = policy(obs).clamp_min(1e-30) ** exponent
+        return powered / powered.sum(dim=-1, keepdim=True)
+
+    return act
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", required=True, choices=sorted(skill_bench.CASES))
@@ -109,6 +123,14 @@ def main() -> None:
     parser.add_argument("--env-steps", type=int, default=40_960, help="env steps to train")
     parser.add_argument("--every", type=int, default=20, help="probe every this many rounds")
     parser.add_argument("--set", action="append", default=[], help="section.key=value, as finpod's --set")
+    parser.add_argument(
+        "--temper",
+        type=float,
+        action="append",
+        default=[],
+        help="also trade the policy tempered to this exponent (weights w**a renormalised: its scores "
+        "times a) on the held-out years; its share and book follow the row (repeatable)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     case, problem = skill_bench.probe_problem(args.case, args.seed, args.set)
@@ -126,7 +148,8 @@ def main() -> None:
     print("oracle", *oracle_book, flush=True)
     score_ic = held_out_ics(problem, agent)
     validation_ic = held_out_ics(problem, agent, "validation")
-    train_seconds, rounds, probes = 0.0, 0, []
+    train_seconds, rounds = 0.0, 0
+    probes: list[list[Any]] = []
     while agent.env_steps < args.env_steps:
         start = time.perf_counter()
         agent.train_round(env)
@@ -149,6 +172,16 @@ def main() -> None:
                     *book_shape(ledger, equal_ledger, bars_per_day),
                 ]
             )
+            for exponent in args.temper:
+                ledger = run_policy(problem.full, "backtest", config, tempered(policy, exponent), device)
+                traded = ledger_to_result("policy", "trader", problem.full, ledger, config.initial_cash_usd)
+                share = share_captured(returns_sharpe(traded.returns), oracle, equal)
+                probes[-1] += [
+                    "|",
+                    exponent,
+                    round(share, 2),
+                    *book_shape(ledger, equal_ledger, bars_per_day),
+                ]
             print(*probes[-1], flush=True)
     summary = {
         "case": args.case,

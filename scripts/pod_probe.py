@@ -12,8 +12,9 @@ Prints one line per probe ``env_steps train_seconds validation_dsharpe held_out_
 held_out_score_ic [held_out_forecast_ic] validation_score_ic [validation_forecast_ic]`` followed by
 how the held-out book looks (:func:`book_shape`: effective names, largest weight, daily turnover
 in %, costs in bp a year, annualised return and tracking error over equal weight, and the cash held:
-mean and standard deviation, in % of equity), with ``--temper a`` the same book's share and columns
-when its weights are tempered (``w**a`` renormalised: its scores times ``a``), and a JSON
+mean and standard deviation, in % of equity), with ``--temper a`` the same book's validation
+dSharpe, share and columns when its weights are tempered (``w**a`` renormalised: its scores times
+``a``), and a JSON
 summary last. A first line shows the oracle's held-out book in the same columns: the ceiling's
 concentration, turnover and costs, to hold the pod's against. An IC is a segment's mean
 cross-sectional correlation of the policy's entity scores (or of its forecast head's outputs, with
@@ -173,15 +174,13 @@ def main() -> None:
                 ]
             )
             for exponent in args.temper:
-                ledger = run_policy(problem.full, "backtest", config, tempered(policy, exponent), device)
+                flatter = tempered(policy, exponent)
+                validation = validation_score(selection, config, flatter, device) - equal_validation
+                ledger = run_policy(problem.full, "backtest", config, flatter, device)
                 traded = ledger_to_result("policy", "trader", problem.full, ledger, config.initial_cash_usd)
                 share = share_captured(returns_sharpe(traded.returns), oracle, equal)
-                probes[-1] += [
-                    "|",
-                    exponent,
-                    round(share, 2),
-                    *book_shape(ledger, equal_ledger, bars_per_day),
-                ]
+                book = book_shape(ledger, equal_ledger, bars_per_day)
+                probes[-1] += ["|", exponent, round(validation, 2), round(share, 2), *book]
             print(*probes[-1], flush=True)
     summary = {
         "case": args.case,

@@ -10,16 +10,15 @@ reward's own gradient").
 
 Prints one line per probe ``env_steps train_seconds validation_dsharpe held_out_share
 held_out_score_ic [held_out_forecast_ic] validation_score_ic [validation_forecast_ic]`` followed by
-how the held-out book looks (:func:`book_shape`: effective names, largest weight, daily turnover
-in %, costs in bp a year, annualised return and tracking error over equal weight, and the cash held:
+how the held-out book looks (:func:`book_shape`: effective names, largest weight, daily turnover in
+%, costs in bp a year, annualised return and tracking error over equal weight, and the cash held:
 mean and standard deviation, in % of equity), with ``--temper a`` the same book's validation
 dSharpe, share and columns when its weights are tempered (``w**a`` renormalised: its scores times
-``a``), and a JSON
-summary last. A first line shows the oracle's held-out book in the same columns: the ceiling's
-concentration, turnover and costs, to hold the pod's against. An IC is a segment's mean
-cross-sectional correlation of the policy's entity scores (or of its forecast head's outputs, with
-``agent.forecast_coef > 0``) with the next bar's return, on observations that hold nothing. One
-torch thread (as one pod of the bench's tournament).
+``a``; in the JSON, after a ``"|"``), and a JSON summary last. A first line shows the oracle's
+held-out book in the same columns: the ceiling's concentration, turnover and costs, to hold the
+pod's against. An IC is a segment's mean cross-sectional correlation of the policy's entity scores
+(or of its forecast head's outputs, with ``agent.forecast_coef > 0``) with the next bar's return, on
+the rows of an all-cash account. One torch thread (as one pod of the bench's tournament).
 """
 
 from __future__ import annotations
@@ -38,6 +37,8 @@ from finpod.backtest.runner import run_policy
 from finpod.bench import skill_bench
 from finpod.bench.skill_bench import cross_sectional_ic
 from finpod.data.calendar import FULL_SESSION_MINUTES
+from finpod.env.market import session_progress
+from finpod.env.observation import all_cash_rows
 from finpod.oracle import equal_weight_policy, returns_sharpe, share_captured
 from finpod.pipeline.training import deterministic_policy, validation_score
 
@@ -46,15 +47,15 @@ def held_out_ics(problem: Any, agent: Any, segment: str = "backtest") -> Callabl
     """A function of no arguments: the ICs of ``agent``'s entity scores (and forecast) on ``segment``."""
     full = problem.full
     features = full.features  # (T, M, F)
-    t_bars, m, f = features.shape
+    t_bars, m, _ = features.shape
     log_close = full.close.double().log()
     outcome = torch.zeros(t_bars, m, dtype=torch.float64)
     outcome[:-1] = log_close[1:] - log_close[:-1]
     start, stop = full.segments[segment]
     rows = slice(start, stop - 1)
     layout = agent.layout
-    rest = layout.obs_dim - m * f
-    obs = torch.cat([features[rows].reshape(-1, m * f), torch.zeros(stop - 1 - start, rest)], dim=1)
+    progress = torch.from_numpy(session_progress(full.session_ids)[rows])
+    obs = all_cash_rows(features[rows].float(), progress)
 
     def ics() -> list[float]:
         model = agent.evaluation_model

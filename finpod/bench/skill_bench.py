@@ -66,6 +66,8 @@ from finpod.data.panel import Panel
 from finpod.data.signals import SignalSpec
 from finpod.data.synth import symbol_names, synth_market
 from finpod.env.config import EnvConfig
+from finpod.env.market import session_progress
+from finpod.env.observation import all_cash_rows
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.linear_baseline import fit_linear_trader
@@ -493,18 +495,19 @@ class _Problem:
 
     def score_ic(self, policy: Policy, segment: str) -> float:
         """The mean over ``segment``'s bars of the cross-sectional correlation of ``policy``'s log
-        target weights (its entity scores up to a constant per bar) with the next bar's log return,
-        on observations that hold nothing (one batched call; weights mode)."""
-        full, shape = self.full, self.context.shape
+        target weights with the next bar's log return, on the rows of an all-cash account (one
+        batched call; weights mode). For a softmax book (the cross-sectional policy) the log weights
+        are its entity scores up to a constant per bar; weights below float32's smallest normal
+        (exact zeros of a top-k book) tie at its log."""
+        full = self.full
         start, stop = full.segment(segment)
-        bars, m = stop - 1 - start, full.num_assets
-        features = full.features[start : stop - 1].reshape(bars, -1)
-        obs = torch.cat([features, torch.zeros(bars, shape.obs_dim - features.shape[1])], dim=1)
+        progress = torch.from_numpy(session_progress(full.session_ids)[start : stop - 1])
+        rows = all_cash_rows(full.features[start : stop - 1].float().cpu(), progress)
         with torch.inference_mode():
-            weights = policy(obs.to(self.device)).cpu().double()[:, -m:]
-        log_close = full.close[start:stop].double().log()
-        outcome = log_close[1:] - log_close[:-1]
-        return cross_sectional_ic(weights.clamp_min(1e-300).log(), outcome)
+            weights = policy(rows.to(self.device)).cpu().double()[:, -full.num_assets :]
+        log_close = full.close[start:stop].cpu().double().log()
+        floor = torch.finfo(torch.float32).tiny
+        return cross_sectional_ic(weights.clamp_min(floor).log(), log_close[1:] - log_close[:-1])
 
     def held_out(self, policy: Policy) -> pd.Series:
         return segment_returns(self.full, "backtest", self.eval_config, policy, self.device)

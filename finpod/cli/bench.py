@@ -272,7 +272,7 @@ def skill(
         False,
         "--snapshots",
         help="Also trade every validated policy on the held-out bars after its contender (not on its "
-        "clock) and report their shares over the run (in --json: every row).",
+        "clock) and report their shares and score ICs over the run (in --json: every row).",
     ),
 ) -> None:
     """Held-out skill on planted-signal markets: shares of the oracle's edge, with the linear baseline's."""

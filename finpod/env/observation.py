@@ -71,6 +71,19 @@ def observation_template(features: torch.Tensor, session_progress: torch.Tensor)
     return template
 
 
+def all_cash_rows(features: torch.Tensor, session_progress: torch.Tensor) -> torch.Tensor:
+    """Observation rows ``(T, D)`` of an account that holds only cash at each bar: the template
+    (:func:`observation_template`) with the cash share 1 (where the env starts every pass).
+
+    Args:
+        features: float32 ``(T, M, F)`` causal features.
+        session_progress: float32 ``(T,)`` position of each bar in its session, in ``[0, 1]``.
+    """
+    rows = observation_template(features, session_progress)
+    rows[:, -NUM_BAR_COLUMNS_AFTER_PORTFOLIO - 1] = 1.0  # the cash share, the last portfolio column
+    return rows
+
+
 def template_rows(template: torch.Tensor, bars: torch.Tensor) -> torch.Tensor:
     """Fresh rows ``(N, D)`` of the template ``(T, D)`` at ``bars`` ``(N,)`` int64: ``index_select``.
 

@@ -12,6 +12,7 @@ import torch
 from env.panels import random_panel
 from finpod.env import EnvConfig, TradingEnv
 from finpod.env import market as market_module
+from finpod.env.observation import all_cash_rows
 from finpod.errors import SpecError
 
 PANEL = random_panel(num_bars=300, num_assets=6, num_features=3, seed=11)
@@ -256,3 +257,15 @@ def test_host_episode_clock_matches_the_always_autoresetting_step() -> None:
             assert torch.equal(ours, theirs)
         partial_truncations += int(0 < int(truncated.sum()) < 6)
     assert partial_truncations > 0, "the resets should have put the envs' episodes out of phase"
+
+
+def test_all_cash_rows_are_what_the_env_shows_an_account_that_holds_only_cash() -> None:
+    """:func:`all_cash_rows` (the probes' and the skill bench's score-IC rows) equals the env's first
+    observation of a pass (all cash) at every start bar."""
+    config = EnvConfig(horizon_bars=5, random_start=False)
+    progress = torch.from_numpy(market_module.session_progress(PANEL.session_ids))
+    rows = all_cash_rows(PANEL.features.float(), progress)
+    for segment in ("train", "validation", "backtest"):
+        start, _ = PANEL.segments[segment]
+        obs, _ = TradingEnv(PANEL, segment, config, num_envs=1, seed=0).reset()
+        assert torch.equal(obs[0], rows[start])

@@ -12,7 +12,8 @@ Prints one line per probe ``env_steps train_seconds validation_dsharpe held_out_
 held_out_score_ic [held_out_forecast_ic] validation_score_ic [validation_forecast_ic]`` followed by
 how the held-out book looks (:func:`book_shape`: effective names, largest weight, daily turnover in
 %, costs in bp a year, annualised return and tracking error over equal weight, and the cash held:
-mean and standard deviation, in % of equity), with ``--temper a`` the same book's validation
+mean and standard deviation, in % of equity) and the in-use score IC (of the targets the held-out
+pass traded from, its own holdings in each row), with ``--temper a`` the same book's validation
 dSharpe, share and columns when its weights are tempered (``w**a`` renormalised: its scores times
 ``a``; in the JSON, after a ``"|"``), and a JSON summary last. A first line shows the oracle's
 held-out book in the same columns: the ceiling's concentration, turnover and costs, to hold the
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -105,6 +107,31 @@ def book_shape(ledger: Ledger, equal_weight: Ledger, bars_per_day: int = 1) -> l
     ]
 
 
+class TargetRecorder:
+    """A policy that keeps the target weights it returns, bar by bar, for the IC of the rows a pass
+    actually trades from (its own holdings in the observation; a wrapped policy steps bar by bar)."""
+
+    def __init__(self, policy: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        self.policy = policy
+        self.targets: list[torch.Tensor] = []
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        action = self.policy(obs)
+        self.targets.append(action.detach().cpu().double())
+        return action
+
+    def ic(self, panel: Any, segment: str) -> float:
+        """The score IC of the recorded targets (one a bar from the segment's first) against the next
+        bar's log return; NaN when the pass did not call the policy once a bar."""
+        start, stop = panel.segment(segment)
+        if len(self.targets) != stop - 1 - start:
+            return math.nan
+        weights = torch.cat(self.targets)[:, -panel.num_assets :]
+        log_close = panel.close[start:stop].cpu().double().log()
+        floor = torch.finfo(torch.float32).tiny
+        return cross_sectional_ic(weights.clamp_min(floor).log(), log_close[1:] - log_close[:-1])
+
+
 def tempered(
     policy: Callable[[torch.Tensor], torch.Tensor], exponent: float
 ) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -160,10 +187,12 @@ def main() -> None:
         if rounds % args.every == 0 or agent.env_steps >= args.env_steps:
             policy = deterministic_policy(agent)
             validation = validation_score(selection, config, policy, device) - equal_validation
-            ledger = run_policy(problem.full, "backtest", config, policy, device)
+            recorder = TargetRecorder(policy)
+            ledger = run_policy(problem.full, "backtest", config, recorder, device)
             traded = ledger_to_result("policy", "trader", problem.full, ledger, config.initial_cash_usd)
             share = share_captured(returns_sharpe(traded.returns), oracle, equal)
             ics = [round(value, 4) for value in (*score_ic(), *validation_ic())]
+            in_use = recorder.ic(problem.full, "backtest")
             probes.append(
                 [
                     agent.env_steps,
@@ -172,6 +201,7 @@ def main() -> None:
                     round(share, 2),
                     *ics,
                     *book_shape(ledger, equal_ledger, bars_per_day),
+                    round(in_use, 4),
                 ]
             )
             for exponent in args.temper:

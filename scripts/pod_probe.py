@@ -37,7 +37,7 @@ import torch
 from finpod.backtest.pyfolio_format import Ledger, ledger_to_result
 from finpod.backtest.runner import run_policy
 from finpod.bench import skill_bench
-from finpod.bench.skill_bench import cross_sectional_ic
+from finpod.bench.skill_bench import cross_sectional_ic, target_weights_ic
 from finpod.data.calendar import FULL_SESSION_MINUTES
 from finpod.env.market import session_progress
 from finpod.env.observation import all_cash_rows
@@ -117,7 +117,7 @@ class TargetRecorder:
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
         action = self.policy(obs)
-        self.targets.append(action.detach().cpu().double())
+        self.targets.append(action.detach().cpu())
         return action
 
     def ic(self, panel: Any, segment: str) -> float:
@@ -126,10 +126,7 @@ class TargetRecorder:
         start, stop = panel.segment(segment)
         if len(self.targets) != stop - 1 - start:
             return math.nan
-        weights = torch.cat(self.targets)[:, -panel.num_assets :]
-        log_close = panel.close[start:stop].cpu().double().log()
-        floor = torch.finfo(torch.float32).tiny
-        return cross_sectional_ic(weights.clamp_min(floor).log(), log_close[1:] - log_close[:-1])
+        return target_weights_ic(torch.cat(self.targets), panel, segment)
 
 
 def tempered(

@@ -393,6 +393,17 @@ def cross_sectional_ic(prediction: torch.Tensor, outcome: torch.Tensor) -> float
     return float(((p * q).sum(1) / (p.norm(dim=1) * q.norm(dim=1) + 1e-12)).mean())
 
 
+def target_weights_ic(targets: torch.Tensor, panel: Panel, segment: str) -> float:
+    """:func:`cross_sectional_ic` of target weights ``(T - 1, A)`` (the assets last), one row per bar
+    of ``segment`` but its last, as log weights, against the next bar's log return; weights below
+    float32's smallest normal (exact zeros of a top-k book) tie at its log."""
+    start, stop = panel.segment(segment)
+    weights = targets.detach().cpu().double()[:, -panel.num_assets :]
+    log_close = panel.close[start:stop].cpu().double().log()
+    floor = torch.finfo(torch.float32).tiny
+    return cross_sectional_ic(weights.clamp_min(floor).log(), log_close[1:] - log_close[:-1])
+
+
 @dataclass
 class _Problem:
     """What every contender of one (case, seed, hyper set) shares, and its learning curve."""
@@ -504,10 +515,8 @@ class _Problem:
         progress = torch.from_numpy(session_progress(full.session_ids)[start : stop - 1])
         rows = all_cash_rows(full.features[start : stop - 1].float().cpu(), progress)
         with torch.inference_mode():
-            weights = policy(rows.to(self.device)).cpu().double()[:, -full.num_assets :]
-        log_close = full.close[start:stop].cpu().double().log()
-        floor = torch.finfo(torch.float32).tiny
-        return cross_sectional_ic(weights.clamp_min(floor).log(), log_close[1:] - log_close[:-1])
+            targets = policy(rows.to(self.device))
+        return target_weights_ic(targets, full, segment)
 
     def held_out(self, policy: Policy) -> pd.Series:
         return segment_returns(self.full, "backtest", self.eval_config, policy, self.device)

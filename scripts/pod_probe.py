@@ -15,7 +15,10 @@ how the held-out book looks (:func:`book_shape`: effective names, largest weight
 mean and standard deviation, in % of equity) and the in-use score IC (of the targets the held-out
 pass traded from, its own holdings in each row), with ``--temper a`` the same book's validation
 dSharpe, share and columns when its weights are tempered (``w**a`` renormalised: its scores times
-``a``; in the JSON, after a ``"|"``), and a JSON summary last. A first line shows the oracle's
+``a``; in the JSON, after a ``"|"``), with ``--family S`` the policy's scores (its asset weights'
+logs) traded through the oracle's tilt family, its member fitted on segment ``S`` (the member's
+tilt, top fraction and band in equal weights, its fitted Sharpe, then the held-out share and
+book), and a JSON summary last. A first line shows the oracle's
 held-out book in the same columns: the ceiling's concentration, turnover and costs, to hold the
 pod's against. An IC is a segment's mean cross-sectional correlation of the policy's entity scores
 (or of its forecast head's outputs, with ``agent.forecast_coef > 0``) with the next bar's return, on
@@ -43,6 +46,7 @@ from finpod.env.market import session_progress
 from finpod.env.observation import all_cash_rows
 from finpod.oracle import equal_weight_policy, returns_sharpe, share_captured
 from finpod.pipeline.training import deterministic_policy, validation_score
+from finpod.tilt import fit_tilt, tilt_policy
 
 
 def held_out_ics(problem: Any, agent: Any, segment: str = "backtest") -> Callable[[], list[float]]:
@@ -129,6 +133,15 @@ class TargetRecorder:
         return target_weights_ic(torch.cat(self.targets), panel, segment)
 
 
+def log_scores(policy: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The per-asset scores of a softmax book: its asset weights' logs (cash, first, dropped)."""
+
+    def scores(obs: torch.Tensor) -> torch.Tensor:
+        return policy(obs)[:, 1:].clamp_min(torch.finfo(torch.float32).tiny).log()
+
+    return scores
+
+
 def tempered(
     policy: Callable[[torch.Tensor], torch.Tensor], exponent: float
 ) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -149,6 +162,15 @@ def main() -> None:
     parser.add_argument("--env-steps", type=int, default=40_960, help="env steps to train")
     parser.add_argument("--every", type=int, default=20, help="probe every this many rounds")
     parser.add_argument("--set", action="append", default=[], help="section.key=value, as finpod's --set")
+    parser.add_argument(
+        "--family",
+        action="append",
+        default=[],
+        choices=["train", "validation"],
+        help="also trade the policy's scores (log target weights) through the oracle's tilt family, its "
+        "member fitted on this segment (finpod.tilt.fit_tilt); its member, share and book follow the "
+        "row (repeatable)",
+    )
     parser.add_argument(
         "--temper",
         type=float,
@@ -201,6 +223,17 @@ def main() -> None:
                     round(in_use, 4),
                 ]
             )
+            for segment in args.family:
+                scores = log_scores(policy)
+                fit = fit_tilt(selection, segment, config, scores, device)
+                member = tilt_policy(selection, scores, fit.params)
+                ledger = run_policy(problem.full, "backtest", config, member, device)
+                traded = ledger_to_result("policy", "trader", problem.full, ledger, config.initial_cash_usd)
+                share = share_captured(returns_sharpe(traded.returns), oracle, equal)
+                params = fit.params
+                member_row = [params.tilt, params.top_fraction, round(params.band * case.n_symbols, 2)]
+                book = book_shape(ledger, equal_ledger, bars_per_day)
+                probes[-1] += ["|", segment, *member_row, round(fit.sharpe, 2), round(share, 2), *book]
             for exponent in args.temper:
                 flatter = tempered(policy, exponent)
                 validation = validation_score(selection, config, flatter, device) - equal_validation

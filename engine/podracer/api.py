@@ -12,7 +12,8 @@ What is here:
 * the tournament: :class:`Tournament`, :class:`TournamentConfig` (:func:`budget_fraction`: how
   much of its budget is spent), its events and result, the
   :class:`Leaderboard` and the run directory's files (:func:`leaderboard_of`,
-  :func:`has_leaderboard`, :func:`tournament_exists`);
+  :func:`has_leaderboard`, :func:`tournament_exists`), its :class:`TrajectoryArchive`
+  (:func:`archive_of`);
 * where pods train: :class:`LocalBackend`, :class:`PopulationBackend`, :func:`ray_backend` (Ray is
   imported only when it is called);
 * the agent: :class:`PPOAgent`, :class:`PPOConfig`, the cross-sectional :class:`EntityLayout`, frozen
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from podracer.archive import TrajectoryArchive
 from podracer.backends import Backend, LocalBackend, PopulationBackend
 from podracer.config import PoolSchedule, TournamentConfig
 from podracer.ensemble import EnsemblePolicy
@@ -33,7 +35,7 @@ from podracer.errors import PodracerError, SnapshotError, TournamentError
 from podracer.events import HistoryRecord, TournamentEvent, TournamentResult, read_events
 from podracer.frozen import FrozenActorPolicy, RowWisePolicy, StackedActors
 from podracer.fusion import fused_agent_factory
-from podracer.leaderboard import Leaderboard, LeaderboardEntry
+from podracer.leaderboard import INDEX_NAME, Leaderboard, LeaderboardEntry
 from podracer.orchestrator import Tournament
 from podracer.pod import AgentFactory, EnvFactory, Evaluate, PodAgent
 from podracer.ppo import PPOAgent
@@ -47,7 +49,7 @@ from podracer.protocols import (
     TensorVectorEnv,
     deterministic_policy,
 )
-from podracer.runfiles import LEADERBOARD_DIR, STATE_NAME
+from podracer.runfiles import ARCHIVE_DIR, LEADERBOARD_DIR, STATE_NAME
 from podracer.schedule import budget_fraction
 from podracer.snapshot import atomic_write_bytes, fsync_directory
 
@@ -86,6 +88,8 @@ __all__ = [
     "TournamentError",
     "TournamentEvent",
     "TournamentResult",
+    "TrajectoryArchive",
+    "archive_of",
     "atomic_write_bytes",
     "budget_fraction",
     "deterministic_policy",
@@ -117,6 +121,17 @@ def leaderboard_of(run_dir: Path) -> Leaderboard:
         SnapshotError: the tournament has no leaderboard index, or it is corrupt or foreign.
     """
     return Leaderboard.open(run_dir / LEADERBOARD_DIR)
+
+
+def archive_of(run_dir: Path) -> TrajectoryArchive | None:
+    """The trajectory archive of the tournament in ``run_dir`` (:meth:`TrajectoryArchive.open`), or
+    ``None`` when the run keeps none (``archive_size`` 0, or a run from before archives).
+
+    Raises:
+        SnapshotError: its index is corrupt or foreign.
+    """
+    directory = run_dir / ARCHIVE_DIR
+    return TrajectoryArchive.open(directory) if (directory / INDEX_NAME).exists() else None
 
 
 def ray_backend(

@@ -63,6 +63,10 @@ class TournamentConfig:
             (weight decay) keep improving, an early snapshot that was lucky on the evaluation data
             cannot win (the board stays empty until then; pods from scratch or from live donors
             fill the pool meanwhile).
+        archive_size: snapshots the run's trajectory archive keeps (:mod:`podracer.archive`: judged
+            rounds evenly spaced over the whole run, whatever they scored), 0 for no archive; at
+            least 2 otherwise. An ensemble of its members averages the run's trajectory instead of
+            betting on the one evaluation that ranks the leaderboard.
     """
 
     pool_size: int
@@ -85,6 +89,7 @@ class TournamentConfig:
     perturb_bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     resample_prob: float = 0.0
     leaderboard_after: float = 0.0
+    archive_size: int = 0
 
     def __post_init__(self) -> None:
         """Reject settings the tournament cannot run with; each message names the field and the fix."""
@@ -148,6 +153,10 @@ class TournamentConfig:
             (
                 math.isfinite(self.leaderboard_after) and 0.0 <= self.leaderboard_after < 1.0,
                 f"leaderboard_after is {self.leaderboard_after}; use a share of the budget in [0, 1)",
+            ),
+            (
+                self.archive_size == 0 or self.archive_size >= 2,
+                f"archive_size is {self.archive_size}; use 0 (no archive) or at least 2",
             ),
             (
                 self.torch_threads_per_pod >= 1,

@@ -134,6 +134,7 @@ class Tournament:
         self._run = opener(Path(run_dir), config, base_agent_config)  # last: it takes the folder's lock
         self.run_dir = self._run.path
         self.leaderboard = self._run.leaderboard
+        self.archive = self._run.archive
         self._ledger = PoolLedger(self._run, generator, agent_factory, env_factory)
 
     @classmethod
@@ -282,6 +283,8 @@ class Tournament:
         run, ledger, board = self._run, self._ledger, self.leaderboard
         run.progress.count_round(result.env_steps)
         state = ledger.record_round(pod, result)
+        if run.archive is not None:
+            run.archive.offer(run.progress.rounds, ledger.candidate(pod, result.score), state)
         steps_per_s = result.env_steps / result.train_seconds if result.train_seconds > 0 else 0.0
         run.emit(
             "round_finished",

@@ -18,12 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from podracer.archive import TrajectoryArchive
 from podracer.config import TournamentConfig
 from podracer.errors import TournamentError
 from podracer.events import EventCallback, EventLog, TournamentEvent
 from podracer.leaderboard import AGENT_STATE_KEY, INDEX_NAME, Leaderboard
 from podracer.pod import config_to_record
 from podracer.runfiles import (
+    ARCHIVE_DIR,
     CONFIG_NAME,
     LEADERBOARD_DIR,
     PODS_DIR,
@@ -55,6 +57,7 @@ class RunDirectory:
         path: the folder (absolute).
         config: the tournament settings the run was started with.
         leaderboard: its :class:`~podracer.leaderboard.Leaderboard`.
+        archive: its :class:`~podracer.archive.TrajectoryArchive` (``None`` when ``archive_size`` is 0).
         progress: the counters and history, updated by the tournament, saved by :meth:`save_state`.
         finished: the budget was spent.
         rng: the tournament's generator (pod seeds, donor choices, perturbations), its state saved too.
@@ -69,6 +72,7 @@ class RunDirectory:
         self.path = path
         self.config = config
         self.leaderboard = leaderboard
+        self.archive = _archive(path, config, state.progress.rounds)
         self.progress = state.progress
         self.finished = state.finished
         self.rng = np.random.default_rng()
@@ -78,6 +82,8 @@ class RunDirectory:
         self._lock: RunLock | None = lock
         self._writer = OrderedWriter()
         leaderboard.write_through(self._writer)
+        if self.archive is not None:
+            self.archive.write_through(self._writer)
         self._events: EventLog | None = None
         self._on_event: EventCallback | None = None
 
@@ -143,6 +149,8 @@ class RunDirectory:
                 )
             directory = cls(path, config, lock, Leaderboard.open(path / LEADERBOARD_DIR), state)
             directory.leaderboard.remove_unreferenced()
+            if directory.archive is not None:
+                directory.archive.remove_unreferenced()
             directory.remove_stale_pod_files({record["snapshot_name"] for record in state.pool})
             directory.flush_writes()
         except BaseException:
@@ -169,6 +177,8 @@ class RunDirectory:
                 self._writer.close()
             finally:
                 self.leaderboard.write_through(None)
+                if self.archive is not None:
+                    self.archive.write_through(None)
                 self._lock.release()
                 self._lock = None
 
@@ -290,3 +300,19 @@ def _empty_leaderboard(directory: Path, capacity: int) -> Leaderboard:
     if board.entries or board.capacity != capacity:
         raise TournamentError(f"{directory} holds another leaderboard; pick a new run folder")
     return board
+
+
+def _archive(path: Path, config: TournamentConfig, judged_rounds: int) -> TrajectoryArchive | None:
+    """The run's trajectory archive: opened when its folder has an index (a resumed run: the
+    entries of rounds after the ``judged_rounds`` its state saved are dropped, those rounds are
+    judged again), else a new one (``archive_size`` > 0), else ``None``."""
+    if config.archive_size == 0:
+        return None
+    directory = path / ARCHIVE_DIR
+    if (directory / INDEX_NAME).exists():
+        archive = TrajectoryArchive.open(directory)
+        if archive.capacity != config.archive_size:
+            raise TournamentError(f"{directory} holds another archive; pick a new run folder")
+        archive.forget_after(judged_rounds)
+        return archive
+    return TrajectoryArchive.create(directory, config.archive_size)

@@ -13,6 +13,7 @@ Layout (all writes atomic; see :mod:`podracer.snapshot`):
 * ``pods/``: each pod's latest snapshot (immutable, content-named; superseded ones deleted after
   ``state.json`` stops naming them).
 * ``leaderboard/``: the :class:`~podracer.leaderboard.Leaderboard`.
+* ``archive/``: the :class:`~podracer.archive.TrajectoryArchive`, when ``archive_size`` > 0.
 * ``events.jsonl``: one JSON event per line (a log; a kill may cut its last line).
 """
 
@@ -38,6 +39,7 @@ CONFIG_NAME = "config.json"
 STATE_NAME = "state.json"
 PODS_DIR = "pods"
 LEADERBOARD_DIR = "leaderboard"
+ARCHIVE_DIR = "archive"
 CONFIG_FORMAT = "podracer.tournament-config"
 STATE_FORMAT = "podracer.tournament-state"
 RUN_FORMAT_VERSION = 2

@@ -12,7 +12,9 @@ from engine._tournament_kit import ROUND_ENV_STEPS, new_tournament, resume_tourn
 
 KILL_TEST_BUDGET_ROUNDS = 200
 """Budget of the killed tournament, in rounds of ``ROUND_ENV_STEPS`` env steps."""
-KILL_TEST_CONFIG = tournament_config(pool_size=2, budget_env_steps=KILL_TEST_BUDGET_ROUNDS * ROUND_ENV_STEPS)
+KILL_TEST_CONFIG = tournament_config(
+    pool_size=2, budget_env_steps=KILL_TEST_BUDGET_ROUNDS * ROUND_ENV_STEPS, archive_size=8
+)
 
 
 def main(run_dir: Path) -> None:

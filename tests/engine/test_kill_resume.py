@@ -16,6 +16,7 @@ from engine._kill_child import KILL_TEST_CONFIG
 from engine._tournament_kit import Validation, make_agent, resume_tournament
 from kill_moment import wait_for_kill_moment
 from podracer import Leaderboard, read_events
+from podracer.api import archive_of
 from podracer.snapshot import load_snapshot
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
@@ -48,6 +49,13 @@ def _check_intact(run_dir: Path, validation: Validation) -> Leaderboard:
     state = json.loads((run_dir / "state.json").read_text())
     for pod in state["pool"]:
         load_snapshot(run_dir / "pods" / pod["snapshot_name"])
+    archive = archive_of(run_dir)  # the trajectory archive: evenly spaced rounds, every snapshot loads
+    assert archive is not None
+    rounds = [entry.admission for entry in archive.entries]
+    assert rounds == sorted(set(rounds))
+    assert all(r % archive.stride == 0 for r in rounds)
+    for position in range(len(rounds)):
+        archive.load_agent(position, make_agent)
     return board
 
 
@@ -91,6 +99,12 @@ def test_sigkill_at_random_moments_never_loses_or_corrupts_the_leaderboard(tmp_p
     assert final.scores()[0] >= best_before
     assert sorted(p.name for p in (run_dir / "leaderboard").iterdir()) == sorted(
         ["index.json", *(e.snapshot.name for e in final.entries)]
+    )
+    archive = archive_of(run_dir)
+    assert archive is not None
+    assert len(archive.entries) >= KILL_TEST_CONFIG.archive_size // 2
+    assert sorted(p.name for p in (run_dir / "archive").iterdir()) == sorted(
+        ["index.json", *(e.snapshot.name for e in archive.entries)]
     )
     new_pods = [
         e["pod_id"]

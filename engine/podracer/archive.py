@@ -1,0 +1,235 @@
+"""The trajectory archive: snapshots spread evenly over a whole run, durable on disk.
+
+The leaderboard keeps the K snapshots that scored best on the evaluation; the archive keeps
+snapshots whatever they scored, spaced evenly over the run's judged rounds, so an ensemble of its
+members averages the run's whole trajectory (every pod, early and late) instead of betting on the
+one evaluation that ranks the board. On a noisy evaluation the best score is often a lucky one, and
+the members of a trajectory ensemble disagree where their fits to the training data's noise do.
+
+Rule (deterministic, from the judged rounds' order): the ``n``-th judged round (1-based, the run's
+round counter) is archived when ``n`` is a multiple of the archive's ``stride`` (1 at the start).
+When the archive then holds more than ``capacity`` snapshots, the stride doubles and the snapshots
+whose round is not a multiple of it are deleted. So the archive always holds the rounds ``stride,
+2 stride, ...`` up to the last one archived: between ``capacity / 2`` and ``capacity`` snapshots
+evenly spaced over the run once it has judged more than ``capacity`` rounds.
+
+Layout of its folder: ``index.json`` (stride and entries, in round order) and one immutable,
+content-named snapshot file per entry, written in the order the leaderboard uses (snapshot, then the
+index atomically, then deletions), so a kill at any moment leaves an index whose every entry has its
+snapshot; :meth:`TrajectoryArchive.remove_unreferenced` removes what the index does not name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from podracer.errors import SnapshotError, TournamentError
+from podracer.leaderboard import (
+    AGENT_STATE_KEY,
+    INDEX_NAME,
+    Candidate,
+    LeaderboardEntry,
+    _entry_from_record,
+    _unlink_all,
+)
+from podracer.pod import AgentFactory, config_from_record
+from podracer.protocols import Agent
+from podracer.snapshot import (
+    SNAPSHOT_SUFFIX,
+    TEMP_SUFFIX,
+    atomic_write_json,
+    fsync_directory,
+    load_snapshot,
+    read_json_record,
+    snapshot_bytes,
+    write_snapshot_file,
+)
+from podracer.writer import OrderedWriter
+
+ARCHIVE_FORMAT = "podracer.archive"
+"""``format`` marker of the archive's index file."""
+ARCHIVE_FORMAT_VERSION = 1
+"""``version`` of the archive's index layout."""
+
+
+class TrajectoryArchive:
+    """Snapshots of a run's judged rounds, evenly spaced (see the module docstring).
+
+    Each entry is a :class:`~podracer.leaderboard.LeaderboardEntry` whose ``admission`` is the judged
+    round it was taken at (1-based). Create with :meth:`create` or :meth:`open`; written by one
+    process (the orchestrator), read by any.
+    """
+
+    def __init__(self, directory: Path, capacity: int, stride: int, entries: list[LeaderboardEntry]) -> None:
+        """Use :meth:`create` or :meth:`open`."""
+        self.directory = directory
+        self.capacity = capacity
+        self.stride = stride
+        self._entries = entries
+        self._writer: OrderedWriter | None = None
+
+    def write_through(self, writer: OrderedWriter | None) -> None:
+        """Queue this archive's writes on ``writer`` (in order with the run's other writes)."""
+        self._writer = writer
+
+    def _write(self, write: Any, *args: Any, size: int = 0) -> None:
+        if self._writer is None:
+            write(*args)
+        else:
+            self._writer.submit(write, *args, size=size)
+
+    @classmethod
+    def create(cls, directory: Path, capacity: int) -> TrajectoryArchive:
+        """A new, empty archive of at most ``capacity`` snapshots in ``directory``, or the empty one
+        that a run killed before its first round left there.
+
+        Raises:
+            TournamentError: ``capacity`` < 2, or the folder holds another archive.
+        """
+        if capacity < 2:
+            raise TournamentError(f"archive capacity is {capacity}; it must be at least 2 (or no archive)")
+        directory = directory.resolve()
+        if (directory / INDEX_NAME).exists():
+            archive = cls.open(directory)
+            if archive.entries or archive.capacity != capacity:
+                raise TournamentError(f"{directory} holds another archive; pick a new run folder")
+            return archive
+        directory.mkdir(parents=True, exist_ok=True)
+        archive = cls(directory, capacity, 1, [])
+        archive._write_index()
+        return archive
+
+    @classmethod
+    def open(cls, directory: Path) -> TrajectoryArchive:
+        """Read the archive in ``directory``.
+
+        Raises:
+            SnapshotError: the index is missing, corrupt or foreign.
+        """
+        directory = directory.resolve()
+        index_path = directory / INDEX_NAME
+        record = read_json_record(index_path, ARCHIVE_FORMAT, ARCHIVE_FORMAT_VERSION)
+        capacity, stride, raw = record.get("capacity"), record.get("stride"), record.get("entries")
+        if not isinstance(capacity, int) or capacity < 2 or not isinstance(stride, int) or stride < 1:
+            raise SnapshotError(f"{index_path} has no valid capacity/stride: corrupt index")
+        if not isinstance(raw, list) or len(raw) > capacity:
+            raise SnapshotError(f"{index_path} has no valid entry list: corrupt index")
+        entries = [_entry_from_record(directory, item, index_path) for item in raw]
+        return cls(directory, capacity, stride, entries)
+
+    @property
+    def entries(self) -> tuple[LeaderboardEntry, ...]:
+        """The entries, in the order of their rounds."""
+        return tuple(self._entries)
+
+    def offer(
+        self, judged_round: int, candidate: Candidate, agent_state: Mapping[str, Any]
+    ) -> LeaderboardEntry | None:
+        """Archive the snapshot of the ``judged_round``-th judged round (1-based) if the stride
+        takes it; thin the archive when it overflows.
+
+        Returns:
+            The new entry, or ``None`` when the round is not archived.
+        """
+        if judged_round < 1:
+            raise TournamentError(f"judged_round is {judged_round}; rounds count from 1")
+        if judged_round % self.stride:
+            return None
+        stride = self.stride
+        rounds = [*(e.admission for e in self._entries), judged_round]
+        while len(rounds) > self.capacity:
+            stride *= 2
+            rounds = [r for r in rounds if r % stride == 0]
+        kept = set(rounds)
+        entry = None
+        entries = [e for e in self._entries if e.admission in kept]
+        if judged_round in kept:
+            stem = f"round-{judged_round:08d}-pod-{candidate.pod_id:06d}"
+            path, data = snapshot_bytes(self.directory, stem, {AGENT_STATE_KEY: dict(agent_state)})
+            self._write(write_snapshot_file, path, data, size=len(data))
+            entry = LeaderboardEntry(
+                **dataclasses.asdict(candidate),
+                created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+                snapshot=path,
+                admission=judged_round,
+            )
+            entries.append(entry)
+        dropped = [e.snapshot for e in self._entries if e.admission not in kept]
+        self._entries, self.stride = entries, stride
+        self._write_index()
+        if dropped:
+            self._write(_unlink_all, self.directory, dropped)
+        return entry
+
+    def forget_after(self, judged_rounds: int) -> list[LeaderboardEntry]:
+        """Drop the entries of rounds after ``judged_rounds``: a run killed after archiving a round
+        but before saving its state judges those rounds again when it resumes (their numbers come
+        back with other snapshots). The stride stays as it is.
+
+        Returns:
+            The entries dropped (their snapshot files are deleted).
+        """
+        later = [e for e in self._entries if e.admission > judged_rounds]
+        if later:
+            self._entries = [e for e in self._entries if e.admission <= judged_rounds]
+            self._write_index()
+            self._write(_unlink_all, self.directory, [e.snapshot for e in later])
+        return later
+
+    def load_state(self, position: int) -> dict[str, Any]:
+        """The agent ``state_dict`` of the entry at ``position`` (0 = the earliest round).
+
+        Raises:
+            TournamentError: no entry there.
+            SnapshotError: its snapshot is missing, corrupt or foreign.
+        """
+        if not 0 <= position < len(self._entries):
+            raise TournamentError(
+                f"archive position {position} does not exist; it has {len(self._entries)} entries"
+            )
+        if self._writer is not None:
+            self._writer.flush()  # its file may still be queued
+        entry = self._entries[position]
+        state = load_snapshot(entry.snapshot).get(AGENT_STATE_KEY)
+        if not isinstance(state, dict):
+            raise SnapshotError(f"{entry.snapshot} holds no agent state: foreign snapshot")
+        return state
+
+    def load_agent(self, position: int, agent_factory: AgentFactory) -> Agent:
+        """Rebuild the agent at ``position``: ``agent_factory(its config, its seed)``, then its weights."""
+        entry = self._entries[position] if 0 <= position < len(self._entries) else None
+        if entry is None:
+            raise TournamentError(
+                f"archive position {position} does not exist; it has {len(self._entries)} entries"
+            )
+        agent = agent_factory(config_from_record(entry.agent_config), entry.seed)
+        agent.load_state_dict(self.load_state(position))
+        return agent
+
+    def remove_unreferenced(self) -> list[Path]:
+        """Delete snapshot files the index does not name and temp files of interrupted writes."""
+        used = {entry.snapshot for entry in self._entries}
+        stale = [p for p in sorted(self.directory.glob(f"*{SNAPSHOT_SUFFIX}")) if p not in used]
+        stale += sorted(self.directory.glob(f".*{TEMP_SUFFIX}"))
+        for path in stale:
+            path.unlink(missing_ok=True)
+        if stale:
+            fsync_directory(self.directory)
+        return stale
+
+    def _write_index(self) -> None:
+        record = {
+            "format": ARCHIVE_FORMAT,
+            "version": ARCHIVE_FORMAT_VERSION,
+            "capacity": self.capacity,
+            "stride": self.stride,
+            "entries": [entry.to_record() for entry in self._entries],
+        }
+        self._write(atomic_write_json, self.directory / INDEX_NAME, record)
+
+
+__all__ = ["ARCHIVE_FORMAT", "ARCHIVE_FORMAT_VERSION", "TrajectoryArchive"]

@@ -1,0 +1,118 @@
+"""The trajectory archive: judged rounds kept evenly spaced over a run, durable, resumable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from engine._tournament_kit import TINY_PPO, make_agent, new_tournament, resume_tournament, tournament_config
+from podracer import SnapshotError, TournamentError
+from podracer.api import TrajectoryArchive, archive_of
+from podracer.leaderboard import INDEX_NAME, Candidate
+from podracer.pod import config_to_record
+from podracer.snapshot import SNAPSHOT_SUFFIX
+
+
+def _candidate(pod_id: int) -> Candidate:
+    return Candidate(
+        pod_id=pod_id,
+        parent_id=None,
+        lineage_id=pod_id,
+        generation=0,
+        policy_version=1,
+        score=0.0,
+        env_steps=10,
+        seed=pod_id,
+        agent_config=config_to_record(TINY_PPO),
+    )
+
+
+def _offer_rounds(archive: TrajectoryArchive, rounds: range, state: dict[str, Any] | None = None) -> None:
+    for judged in rounds:
+        archive.offer(judged, _candidate(judged % 3), state or {"w": torch.full((2,), float(judged))})
+
+
+def _rounds(archive: TrajectoryArchive) -> list[int]:
+    return [entry.admission for entry in archive.entries]
+
+
+def test_keeps_every_round_until_full_then_thins_to_an_even_stride(tmp_path: Path) -> None:
+    archive = TrajectoryArchive.create(tmp_path, capacity=8)
+    _offer_rounds(archive, range(1, 9))
+    assert _rounds(archive) == list(range(1, 9))
+    _offer_rounds(archive, range(9, 10))  # the ninth overflows: stride 2, round 9 itself is dropped
+    assert (archive.stride, _rounds(archive)) == (2, [2, 4, 6, 8])
+    _offer_rounds(archive, range(10, 101))
+    assert (archive.stride, _rounds(archive)) == (16, [16, 32, 48, 64, 80, 96])
+    assert [archive.load_state(i)["w"][0].item() for i in range(6)] == [16.0, 32.0, 48.0, 64.0, 80.0, 96.0]
+    # only the kept snapshots are on disk
+    assert len(list(tmp_path.glob(f"*{SNAPSHOT_SUFFIX}"))) == 6
+
+
+def test_reopens_with_its_stride_and_goes_on(tmp_path: Path) -> None:
+    archive = TrajectoryArchive.create(tmp_path, capacity=4)
+    _offer_rounds(archive, range(1, 20))
+    again = TrajectoryArchive.open(tmp_path)
+    assert (again.stride, _rounds(again)) == (archive.stride, _rounds(archive)) == (4, [4, 8, 12, 16])
+    trained = make_agent(TINY_PPO, 7)
+    _offer_rounds(again, range(20, 33), trained.state_dict())
+    assert _rounds(again) == [8, 16, 24, 32]
+    rebuilt = again.load_agent(3, make_agent)
+    pairs = zip(rebuilt.model.parameters(), trained.model.parameters(), strict=True)
+    assert all(torch.equal(a, b) for a, b in pairs)
+
+
+def test_refuses_a_bad_capacity_a_corrupt_index_and_a_missing_position(tmp_path: Path) -> None:
+    with pytest.raises(TournamentError, match="archive capacity is 1; it must be at least 2"):
+        TrajectoryArchive.create(tmp_path / "one", capacity=1)
+    archive = TrajectoryArchive.create(tmp_path / "a", capacity=4)
+    with pytest.raises(TournamentError, match="archive position 0 does not exist; it has 0 entries"):
+        archive.load_state(0)
+    index = tmp_path / "a" / INDEX_NAME
+    record = json.loads(index.read_text())
+    index.write_text(json.dumps({**record, "stride": 0}))
+    with pytest.raises(SnapshotError, match="no valid capacity/stride: corrupt index"):
+        TrajectoryArchive.open(tmp_path / "a")
+
+
+def test_a_config_with_an_archive_of_one_is_a_one_line_error() -> None:
+    with pytest.raises(TournamentError, match=r"archive_size is 1; use 0 \(no archive\) or at least 2"):
+        tournament_config(archive_size=1)
+
+
+def test_a_tournament_archives_its_judged_rounds_and_resume_keeps_them(tmp_path: Path) -> None:
+    config = tournament_config(archive_size=4)
+    tournament = new_tournament(tmp_path, config)
+    result = tournament.run()
+    tournament.close()
+    archive = archive_of(tmp_path)
+    assert archive is not None
+    assert tournament.archive is not None
+    rounds = _rounds(archive)
+    assert result.rounds > 4
+    assert 2 <= len(rounds) <= 4
+    assert rounds == [archive.stride * (i + 1) for i in range(len(rounds))]  # evenly spaced from the start
+    assert rounds[-1] > result.rounds - archive.stride  # ... to the end of the run
+    assert len({entry.pod_id for entry in archive.entries}) >= 2  # every pod's rounds, not one pod's
+    # The archive survives a reopen (no new budget: nothing changes), and a run without one has none.
+    resume_tournament(tmp_path).close()
+    reopened = archive_of(tmp_path)
+    assert reopened is not None
+    assert _rounds(reopened) == rounds
+    new_tournament(tmp_path / "plain", tournament_config()).run()
+    assert archive_of(tmp_path / "plain") is None
+
+
+def test_a_resumed_run_forgets_rounds_its_state_never_saved(tmp_path: Path) -> None:
+    archive = TrajectoryArchive.create(tmp_path, capacity=8)
+    _offer_rounds(archive, range(1, 8))
+    dropped = archive.forget_after(5)  # the state saved 5 judged rounds; 6 and 7 are judged again
+    assert [e.admission for e in dropped] == [6, 7]
+    assert _rounds(archive) == [1, 2, 3, 4, 5]
+    _offer_rounds(archive, range(6, 8))
+    assert _rounds(TrajectoryArchive.open(tmp_path)) == [1, 2, 3, 4, 5, 6, 7]
+    assert len(list(tmp_path.glob(f"*{SNAPSHOT_SUFFIX}"))) == 7

@@ -31,7 +31,7 @@ from finpod.pipeline.trader_inputs import trader_inputs
 from finpod.rundir import RunDir
 from finpod.spec import Spec
 from finpod.trader import load_policy
-from podracer.api import leaderboard_of
+from podracer.api import archive_of, leaderboard_of
 
 WARMUP_CALENDAR_DAYS = 120
 """Bars loaded before ``start`` (when it is before the run's train start) to warm the features up."""
@@ -122,6 +122,9 @@ def backtest_run(
     traders = [load_policy(folder.root, "best", **_policy_options(spec), device=str(where))]
     if len(_board_lineages(folder, spec.tournament.ensemble_k)) >= 2:
         traders.append(load_policy(folder.root, "ensemble", **_policy_options(spec), device=str(where)))
+    archive = archive_of(folder.tournament)
+    if archive is not None and len(archive.entries) >= 2:
+        traders.append(load_policy(folder.root, "trajectory", **_policy_options(spec), device=str(where)))
     policies = {trader.name: trader.act for trader in traders}
     linear = saved_baseline(folder.root, panel)
     settings = spec.env_config(random_start=False)

@@ -1,7 +1,8 @@
 """A finished run's trained trader as a plain callable, and its export to a self-contained file.
 
 ``run.policy("best")`` (the selected agent), ``run.policy("ensemble")`` (the distinct-lineage ensemble the
-run backtested) or ``run.policy(2)`` (the leaderboard entry ranked 2, 1 = best) returns a
+run backtested), ``run.policy("trajectory")`` (the average of the run's archived snapshots) or
+``run.policy(2)`` (the leaderboard entry ranked 2, 1 = best) returns a
 :class:`TraderPolicy`: observations ``(N, D)`` in, actions ``(N, A)`` out, deterministic. The
 observation is the env's (:mod:`finpod.env.observation`), built with the run's own feature
 normalisation (see :func:`finpod.backtest_run` to trade it on other data).
@@ -26,10 +27,18 @@ from torch import nn
 from finpod.backtest.ensemble import ensemble_policy
 from finpod.errors import SpecError
 from finpod.rundir import RunDir
-from podracer.api import Agent, Policy, PPOAgent, deterministic_policy, has_leaderboard, leaderboard_of
+from podracer.api import (
+    Agent,
+    Policy,
+    PPOAgent,
+    archive_of,
+    deterministic_policy,
+    has_leaderboard,
+    leaderboard_of,
+)
 
-TraderName = Literal["best", "ensemble"] | int
-"""``"best"``, ``"ensemble"`` or a 1-based leaderboard rank (1 = best)."""
+TraderName = Literal["best", "ensemble", "trajectory"] | int
+"""``"best"``, ``"ensemble"``, ``"trajectory"`` or a 1-based leaderboard rank (1 = best)."""
 EXPORT_SUFFIX = ".pt2"
 """File suffix of an exported policy (``torch.export.save``)."""
 
@@ -118,8 +127,9 @@ def load_policy(
     Args:
         run_dir: the run's folder.
         which: ``"best"``, ``"ensemble"`` (the best entries of the ``ensemble_k`` best distinct
-            lineages, as the run traded them)
-            or a 1-based leaderboard rank.
+            lineages, as the run traded them), ``"trajectory"`` (the run's archived snapshots, evenly
+            spaced over its judged rounds, their target weights averaged) or a 1-based leaderboard
+            rank.
         ensemble_k: the spec's ``tournament.ensemble_k``.
         action_mode: the spec's ``env.action_mode``.
         device: where the trader runs (``"cpu"`` or ``"cuda"``).
@@ -143,13 +153,31 @@ def load_policy(
                 "an ensemble needs 2; fix: use policy('best')"
             )
         name = f"ensemble_top{len(ranks)}"
+    elif which == "trajectory":
+        archive = archive_of(tournament)
+        if archive is None or len(archive.entries) < 2:
+            raise SpecError(
+                f"{run_dir}: the run kept no trajectory archive of 2 snapshots or more "
+                "(tournament.archive_size is 0, or the run was shorter); fix: use policy('best')"
+            )
+        members = tuple(
+            PPOAgent.from_state_dict(archive.load_state(i), where) for i in range(len(archive.entries))
+        )
+        return _trader(f"trajectory{len(members)}", members, action_mode, where)
     elif isinstance(which, int) and not isinstance(which, bool) and 1 <= which <= size:
         ranks, name = [which - 1], f"rank{which}"
     else:
         raise SpecError(
-            f"policy {which!r}: unknown trader; fix: use 'best', 'ensemble' or a rank from 1 to {size}"
+            f"policy {which!r}: unknown trader; fix: use 'best', 'ensemble', 'trajectory' or a rank "
+            f"from 1 to {size}"
         )
     agents = tuple(PPOAgent.from_state_dict(board.load_state(rank), where) for rank in ranks)
+    return _trader(name, agents, action_mode, where)
+
+
+def _trader(name: str, agents: tuple[PPOAgent, ...], action_mode: str, where: torch.device) -> TraderPolicy:
+    """The :class:`TraderPolicy` of one agent, or of the ensemble of several (their target weights
+    averaged)."""
     act = deterministic_policy(agents[0]) if len(agents) == 1 else ensemble_policy(list(agents), action_mode)
     first = agents[0]
     return TraderPolicy(

@@ -7,7 +7,8 @@ Per seed (market seed = agent seed = tournament seed), every contender trains on
 with the same env-step budget and is selected on validation only:
 
 * ``tournament``: the podracer tournament of the spec (its pool, schedule and search space), scored
-  as its best leaderboard entry (``best``) and its top-k ensemble (``ensemble``);
+  as its best leaderboard entry (``best``), its top-k ensemble (``ensemble``) and its trajectory
+  ensemble (``trajectory``: the archived snapshots evenly spaced over the run);
 * ``single``: one pod with the whole budget, its best validation checkpoint kept;
 * ``best_of_4``: :data:`POOL_SIZE` independent pods with a quarter of the budget each, the best on
   validation kept;
@@ -74,7 +75,7 @@ from finpod.linear_baseline import fit_linear_trader
 from finpod.oracle import equal_weight_policy, fit_oracle, returns_sharpe, segment_returns, share_captured
 from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import backtest_panel, selection_panel
-from finpod.pipeline.main import select
+from finpod.pipeline.main import TRAJECTORY_PREFIX, select
 from finpod.pipeline.training import (
     deterministic_policy,
     validation_score,
@@ -82,7 +83,14 @@ from finpod.pipeline.training import (
 from finpod.report.verdict import judge
 from finpod.spec import Spec
 from finpod.spec.overrides import apply_overrides
-from podracer.api import Policy, PPOAgent, PPOConfig, Tournament, TournamentConfig, budget_fraction
+from podracer.api import (
+    Policy,
+    PPOAgent,
+    PPOConfig,
+    Tournament,
+    TournamentConfig,
+    budget_fraction,
+)
 
 POOL_SIZE: Final[int] = 4
 EVAL_EVERY_ROUNDS: Final[int] = 2
@@ -234,7 +242,8 @@ class ContenderResult:
     """One contender on one seed: held-out Sharpe of its traders and what it cost.
 
     Attributes:
-        sharpe: trader name (``best``, and ``ensemble`` for the tournament) -> held-out Sharpe.
+        sharpe: trader name (``best``, and ``ensemble`` and ``trajectory`` for the tournament) ->
+            held-out Sharpe.
         share: trader name -> share of the oracle's held-out edge captured (NaN without an edge).
         dsr: trader name -> deflated Sharpe ratio of its held-out return over equal weight
             (:func:`finpod.report.verdict.judge`), every validation score the contender computed
@@ -582,10 +591,17 @@ def _run_tournament(problem: _Problem) -> tuple[dict[str, Policy], int]:
         )
         problem.excluded.on_period = tournament.exclude_seconds  # the curve's passes are not training
         result = tournament.run()
-        policies = select(spec, result.leaderboard, factory)
+        policies = select(spec, result.leaderboard, factory, tournament.archive)
         steps = result.env_steps
-    renamed = {("best" if name == "best" else "ensemble"): policy for name, policy in policies.items()}
-    return renamed, steps
+    return {_bench_name(name): policy for name, policy in policies.items()}, steps
+
+
+def _bench_name(trader: str) -> str:
+    """The bench's name of a run's trader: ``best``, ``ensemble`` (``ensemble_top<k>``) or
+    ``trajectory`` (``trajectory<n>``)."""
+    if trader.startswith(TRAJECTORY_PREFIX):
+        return TRAJECTORY_PREFIX
+    return "best" if trader == "best" else "ensemble"
 
 
 _RUNNERS: Final[dict[str, Callable[[_Problem], tuple[dict[str, Policy], int]]]] = {

@@ -39,7 +39,8 @@ def paper_command(
         str | None, typer.Argument(metavar="[RUN_DIR]", help="the run after status / replay")
     ] = None,
     trader: Annotated[
-        Literal["best", "ensemble"] | None, typer.Option(help="the trader (default: the spec's paper.trader)")
+        Literal["best", "ensemble", "trajectory"] | None,
+        typer.Option(help="the trader (default: the spec's paper.trader)"),
     ] = None,
     dry_run: Annotated[
         bool,

@@ -1,4 +1,4 @@
-"""The run's trader (best or ensemble) and the observation it decides on, exactly as in the backtest.
+"""The run's trader (best, ensemble or trajectory) and the observation it decides on, as in the backtest.
 
 The trader is rebuilt like ``finpod backtest`` rebuilds it (:func:`finpod.pipeline.main.select` on the
 run's leaderboard); the observation row is assembled with the env's own functions
@@ -23,15 +23,15 @@ from finpod.env.observation import fill_observation, observation_template
 from finpod.errors import SpecError
 from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import backtest_panel, load_bars, selection_panel, universe_symbols
-from finpod.pipeline.main import select, target_weights
+from finpod.pipeline.main import TRAJECTORY_PREFIX, select, target_weights
 from finpod.pipeline.trader_inputs import trader_inputs
 from finpod.rundir import RunDir
 from finpod.spec import Spec
 from finpod.trader import load_policy
-from podracer.api import Policy, leaderboard_of
+from podracer.api import Policy, archive_of, leaderboard_of
 
-TraderName = Literal["best", "ensemble"]
-TRADER_NAMES: Final[tuple[str, ...]] = ("best", "ensemble")
+TraderName = Literal["best", "ensemble", "trajectory"]
+TRADER_NAMES: Final[tuple[str, ...]] = ("best", "ensemble", "trajectory")
 PAPER_DIR: Final[str] = "paper"
 """Sub-folder of a run where paper trading keeps its journals and stop file."""
 
@@ -80,7 +80,7 @@ def load_run(run_dir: Path, trader: str, *, full_panel: bool) -> LoadedRun:
 
     Args:
         run_dir: ``reports/<run_id>``.
-        trader: ``"best"`` or ``"ensemble"``.
+        trader: ``"best"``, ``"ensemble"`` or ``"trajectory"``.
         full_panel: build the panel with the backtest segment (for a replay); otherwise only the
             bars before it (the normalisation statistics come from the train rows either way).
 
@@ -89,7 +89,7 @@ def load_run(run_dir: Path, trader: str, *, full_panel: bool) -> LoadedRun:
             whose action mode paper trading cannot send (share deltas).
     """
     if trader not in TRADER_NAMES:
-        raise SpecError(f"--trader: unknown trader {trader!r}; fix: use best or ensemble")
+        raise SpecError(f"--trader: unknown trader {trader!r}; fix: use best, ensemble or trajectory")
     run = RunDir(Path(run_dir).expanduser().resolve())
     spec = _finished_spec(run)
     device = torch.device("cpu")
@@ -98,7 +98,7 @@ def load_run(run_dir: Path, trader: str, *, full_panel: bool) -> LoadedRun:
     build = backtest_panel if full_panel else selection_panel
     panel = build(spec, bars, symbols, str(device))
     context = RunContext.of(spec, panel, device)
-    policies = select(spec, leaderboard_of(run.tournament), context.agent_factory)
+    policies = select(spec, leaderboard_of(run.tournament), context.agent_factory, archive_of(run.tournament))
     chosen = _choose(policies, trader, run.root)
     return LoadedRun(run, spec, panel, context.eval_config, Trader(trader, chosen), device)
 
@@ -136,13 +136,13 @@ def load_live(run_dir: Path, trader: str) -> LiveRun:
         SpecError: as :func:`load_run`.
     """
     if trader not in TRADER_NAMES:
-        raise SpecError(f"--trader: unknown trader {trader!r}; fix: use best or ensemble")
+        raise SpecError(f"--trader: unknown trader {trader!r}; fix: use best, ensemble or trajectory")
     run = RunDir(Path(run_dir).expanduser().resolve())
     spec = _finished_spec(run)
     symbols, stats = trader_inputs(run, spec)
     policy = load_policy(
         run.root,
-        "best" if trader == "best" else "ensemble",
+        "trajectory" if trader == "trajectory" else ("best" if trader == "best" else "ensemble"),
         ensemble_k=spec.tournament.ensemble_k,
         action_mode=spec.env.action_mode,
     )
@@ -171,6 +171,14 @@ def _finished_spec(run: RunDir) -> Spec:
 def _choose(policies: dict[str, Policy], trader: str, root: Path) -> Policy:
     if trader == "best":
         return policies["best"]
+    if trader == "trajectory":
+        found = [name for name in policies if name.startswith(TRAJECTORY_PREFIX)]
+        if not found:
+            raise SpecError(
+                f"{root}: the run has no trajectory trader (tournament.archive_size is 0, or it archived "
+                "fewer than 2 snapshots); fix: use --trader best"
+            )
+        return policies[found[0]]
     ensembles = [name for name in policies if name.startswith("ensemble")]
     if not ensembles:
         raise SpecError(

@@ -19,7 +19,7 @@ def client_order_id(run_id: str, trader: str, bar_ns: int, symbol: str, side: st
 
     Args:
         run_id: the run folder's name.
-        trader: ``"best"`` or ``"ensemble"``.
+        trader: ``"best"``, ``"ensemble"`` or ``"trajectory"``.
         bar_ns: start of the decision bar, UTC nanoseconds.
         symbol: ticker.
         side: ``"buy"`` or ``"sell"``.

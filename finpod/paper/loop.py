@@ -238,7 +238,7 @@ def run_paper(
 
     Args:
         run_dir: ``reports/<run_id>``.
-        trader: ``"best"`` or ``"ensemble"``.
+        trader: ``"best"``, ``"ensemble"`` or ``"trajectory"``.
         dry_run: journal decisions and orders, send none.
         env: the environment (keys ``APCA_API_KEY_ID``/``APCA_API_SECRET_KEY``; optional URLs
             ``APCA_API_BASE_URL``, ``APCA_API_DATA_URL``, ``APCA_API_STREAM_URL``).

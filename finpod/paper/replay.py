@@ -50,7 +50,7 @@ class ReplayResult:
     """A replay next to the backtest of the same trader on the same bars.
 
     Attributes:
-        trader: ``"best"`` or ``"ensemble"``.
+        trader: ``"best"``, ``"ensemble"`` or ``"trajectory"``.
         timestamps: ``(n,)`` bar starts (UTC) of the replayed bars.
         replay_weights, backtest_weights: ``(n - 1, M + 1)`` target weights decided at bars 0..n-2.
         replay_equity_usd, backtest_equity_usd: ``(n,)`` equity at each bar's close.

@@ -46,7 +46,9 @@ def _backtest_expectation(run: RunDir, trader: str) -> dict[str, Any] | None:
         .get("backtest", {})
         .get("traders", {})
     )
-    names = [n for n in traders if n == trader or (trader == "ensemble" and n.startswith("ensemble"))]
+    names = [
+        n for n in traders if n == trader or (trader in ("ensemble", "trajectory") and n.startswith(trader))
+    ]
     if not names:
         return None
     metrics = traders[names[0]].get("metrics", {})
@@ -64,7 +66,7 @@ def paper_status(run_dir: Path, trader: str, *, dry_run: bool = False) -> dict[s
         SpecError: not a run folder, an unknown trader, or no journal yet.
     """
     if trader not in TRADER_NAMES:
-        raise SpecError(f"--trader: unknown trader {trader!r}; fix: use best or ensemble")
+        raise SpecError(f"--trader: unknown trader {trader!r}; fix: use best, ensemble or trajectory")
     run = RunDir(Path(run_dir).expanduser().resolve())
     run.read_info()
     path = journal_path(run.root / PAPER_DIR, trader, dry_run=dry_run)

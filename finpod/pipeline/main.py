@@ -70,6 +70,8 @@ from podracer.api import (
     Leaderboard,
     Policy,
     Tournament,
+    TrajectoryArchive,
+    archive_of,
     fused_agent_factory,
     tournament_exists,
 )
@@ -196,7 +198,7 @@ def run(
             raise
         clock.lap("train")
         run_dir.set_status("backtesting")
-        policies = select(spec, leaderboard, context.agent_factory)
+        policies = select(spec, leaderboard, context.agent_factory, archive_of(run_dir.tournament))
         settings = context.eval_config
         linear, linear_fit, linear_note = linear_baseline(panel, settings, device)  # train + validation only
         validation = run_backtest(panel, "validation", settings, policies, device, baselines=linear)
@@ -289,14 +291,25 @@ def train(
     return result.leaderboard, [dataclasses.asdict(record) for record in result.history]
 
 
-def select(spec: Spec, leaderboard: Leaderboard, factory: AgentFactory) -> dict[str, Policy]:
-    """The traders: the best leaderboard entry, and the ensemble of the best entries of the top-k
-    DISTINCT lineages (never a pod and its own descendants) when the board holds >= 2 lineages."""
+TRAJECTORY_PREFIX = "trajectory"
+"""Name of the trajectory trader, followed by its member count (``trajectory24``)."""
+
+
+def select(
+    spec: Spec, leaderboard: Leaderboard, factory: AgentFactory, archive: TrajectoryArchive | None = None
+) -> dict[str, Policy]:
+    """The traders: the best leaderboard entry; the ensemble of the best entries of the top-k
+    DISTINCT lineages (never a pod and its own descendants) when the board holds >= 2 lineages; and
+    the trajectory ensemble, the average target weights of the run's archived snapshots (judged
+    rounds evenly spaced over the whole run, whatever they scored; ``archive`` with >= 2 entries)."""
     policies: dict[str, Policy] = {"best": deterministic_policy(leaderboard.load_agent(0, factory))}
     ranks = leaderboard.top_lineage_ranks(spec.tournament.ensemble_k)
     if len(ranks) >= 2:
         agents = [leaderboard.load_agent(rank, factory) for rank in ranks]
         policies[f"ensemble_top{len(ranks)}"] = ensemble_policy(agents, spec.env.action_mode)
+    if archive is not None and len(archive.entries) >= 2:
+        members = [archive.load_agent(position, factory) for position in range(len(archive.entries))]
+        policies[f"{TRAJECTORY_PREFIX}{len(members)}"] = ensemble_policy(members, spec.env.action_mode)
     return policies
 
 

@@ -22,7 +22,7 @@ from finpod.pipeline.summary import print_summary
 from finpod.report import rebuild_report
 from finpod.report.artifacts import write_segment
 from finpod.rundir import RunDir
-from podracer.api import has_leaderboard, leaderboard_of
+from podracer.api import archive_of, has_leaderboard, leaderboard_of
 
 RERUN_DIR = "rerun"
 """Sub-folder of a run where reruns write their pyfolio CSVs, one folder per segment."""
@@ -59,7 +59,7 @@ def rerun_segment(run_dir: Path, segment: str) -> BacktestResult:
     build = selection_panel if segment == "validation" else backtest_panel
     panel = build(spec, bars, symbols, str(device))
     context = RunContext.of(spec, panel, device)
-    policies = select(spec, leaderboard_of(run.tournament), context.agent_factory)
+    policies = select(spec, leaderboard_of(run.tournament), context.agent_factory, archive_of(run.tournament))
     linear = saved_baseline(run.root, panel)
     return run_backtest(panel, segment, context.eval_config, policies, device, baselines=linear)
 

@@ -27,6 +27,7 @@ TOURNAMENT_DEFAULTS: dict[str, Any] = {
     "pool_schedule": "halving",
     "halving_floor": 2,
     "lag_margin": 0.1,
+    "archive_size": 32,
 }
 """finpod's defaults for the ``[tournament]`` fields where a finpod run departs from podracer's
 domain-free ones (every other field that :class:`TournamentConfig` has a default for takes it from
@@ -51,7 +52,11 @@ there), so a spec that says nothing gets a tournament that learns within two min
   field from it with probability 0.25 (Ray Tune PBT's resample default), so a poor start is escaped;
 * a wall budget of 120 s (rounds are a fraction of a second, so the run ends within a few seconds
   of it) with a 2M env-step cap; a spec that must be reproducible on any machine states
-  ``budget_env_steps`` and a ``budget_seconds`` it never reaches, as ``strategies/demo.toml`` does.
+  ``budget_env_steps`` and a ``budget_seconds`` it never reaches, as ``strategies/demo.toml`` does;
+* a trajectory archive of 32 snapshots (``archive_size``; :mod:`podracer.archive`): judged rounds
+  evenly spaced over the whole run, whatever they scored, whose average target weights the report
+  shows as the ``trajectory<n>`` trader beside the best entry and the lineage ensemble
+  (BENCHMARKS.md "The trajectory ensemble").
 """
 
 SCORE_FUNCTION_TOURNAMENT_DEFAULTS: dict[str, Any] = {
@@ -63,10 +68,14 @@ learning rates around :data:`finpod.spec.agent.SCORE_FUNCTION_LEARNING_RATE`."""
 
 INTRADAY_TOURNAMENT_DEFAULTS: dict[str, Any] = {
     "perturb_bounds": {"learning_rate": (1e-4, 3e-2), "gamma": (0.9, 0.999)},
+    "archive_size": 0,
 }
 """What a spec of minute bars (``frequency = "1min"``) gets over :data:`TOURNAMENT_DEFAULTS` when its
 ``[tournament]`` does not state them: gamma searched over horizons of 10 to 1,000 bars around the
-intraday agent's 0.99 (:data:`finpod.spec.agent.INTRADAY_AGENT_DEFAULTS`)."""
+intraday agent's 0.99 (:data:`finpod.spec.agent.INTRADAY_AGENT_DEFAULTS`), and no trajectory
+archive (a backtest calls each member of an ensemble of cross-sectional policies once a bar, so
+32 members over years of minute bars would take 32 times a trader's backtest; measured on daily
+bars only)."""
 
 
 DAILY_VALIDATION_CHUNKS: Final[int] = 16
@@ -362,6 +371,15 @@ class TournamentSpec(Model):
         "snapshot of the budget's last part instead of an early one that was lucky on validation",
         examples=[0.5],
     )
+    archive_size: int = Field(
+        _tournament_default("archive_size"),
+        ge=0,
+        le=256,
+        description="snapshots of the run's trajectory archive: judged rounds evenly spaced over the "
+        "whole run whatever they scored (0: none, else at least 2); the trajectory trader averages "
+        "their target weights, so it does not bet on the one validation score that ranks the board",
+        examples=[32],
+    )
     softmax_temperature: float = Field(
         1.0, gt=0, description="temperature of the rank-softmax that picks a parent", examples=[1.0]
     )
@@ -523,8 +541,10 @@ class PaperSpec(Model):
     :meth:`Spec.spec_hash` (editing them never starts a new run).
     """
 
-    trader: Literal["best", "ensemble"] = Field(
-        "best", description='which selected trader to deploy: "best" or "ensemble"', examples=["best"]
+    trader: Literal["best", "ensemble", "trajectory"] = Field(
+        "best",
+        description='which selected trader to deploy: "best", "ensemble" or "trajectory"',
+        examples=["best"],
     )
     max_order_notional_usd: float = Field(
         10_000.0,

@@ -95,7 +95,11 @@ def _listing(run_dir: Path) -> set[str]:
     """A run folder's files, snapshot digests and event-file names blanked out (reruns left out)."""
     names = {str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file()}
     return {
-        re.sub(r"pod-\d+-v\d+-[0-9a-f]+\.pt$", "pod.pt", re.sub(r"tfevents.*", "tfevents", name))
+        re.sub(
+            r"round-\d+-pod-\d+-[0-9a-f]+\.pt$",
+            "round.pt",
+            re.sub(r"pod-\d+-v\d+-[0-9a-f]+\.pt$", "pod.pt", re.sub(r"tfevents.*", "tfevents", name)),
+        )
         for name in names
         if not name.startswith("rerun")
     }

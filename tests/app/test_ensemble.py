@@ -83,3 +83,37 @@ def test_select_takes_ensemble_members_from_distinct_lineages() -> None:
     torch.testing.assert_close(target_weights(action), torch.tensor([EXPECTED]))
     one_lineage = _Board([_Fixed(SMALL), _Fixed(CASH)], same_lineage=frozenset({1}))
     assert list(select(spec, one_lineage, factory=None)) == ["best"]  # type: ignore[arg-type]
+
+
+class _Archive:
+    """A trajectory archive of fixed agents (in round order)."""
+
+    def __init__(self, agents: list[_Fixed]) -> None:
+        self.entries = list(range(len(agents)))
+        self.agents = agents
+
+    def load_agent(self, position: int, factory: Any) -> _Fixed:
+        return self.agents[position]
+
+
+def test_select_adds_the_trajectory_ensemble_of_every_archived_snapshot() -> None:
+    spec: Spec = tiny_spec(Path("unused"))
+    board = _Board([_Fixed(SMALL)])
+    archive = _Archive([_Fixed(SMALL), _Fixed(CASH), _Fixed(SMALL), _Fixed(CASH)])
+    policies = select(spec, board, factory=None, archive=archive)  # type: ignore[arg-type]
+    assert list(policies) == ["best", "trajectory4"]
+    action = policies["trajectory4"](torch.zeros(1, 4))
+    torch.testing.assert_close(target_weights(action), torch.tensor([EXPECTED]))
+    # one archived snapshot is no ensemble
+    assert list(select(spec, board, None, _Archive([_Fixed(SMALL)]))) == ["best"]  # type: ignore[arg-type]
+
+
+def test_daily_specs_keep_an_archive_and_minute_specs_none() -> None:
+    daily: Spec = tiny_spec(Path("unused"))
+    assert daily.tournament.archive_size == 32
+    assert daily.tournament_config().archive_size == 32
+    minute = daily.with_(frequency="1min")
+    assert minute.tournament.archive_size == 0
+    stated = daily.with_(tournament={"archive_size": 8}).with_(frequency="1min")
+    assert stated.tournament_config().archive_size == 8
+    assert minute.with_(frequency="1d").tournament.archive_size == 32

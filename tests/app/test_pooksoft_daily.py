@@ -14,6 +14,7 @@ import empyrical as ep
 import pandas as pd
 import pytest
 from rich.console import Console
+from tiny import trajectory_name
 
 from finpod.data.importers import import_paths
 from finpod.pipeline.main import run
@@ -42,7 +43,8 @@ def test_pooksoft_daily_spec_end_to_end(shared_data: Path, tmp_path: Path) -> No
     backtest = result.backtest
     assert backtest.start == pd.Timestamp("2020-05-26", tz="UTC")
     assert backtest.end == pd.Timestamp("2021-04-21", tz="UTC")
-    assert list(backtest.traders) == ["best", "ensemble_top2", "equal_weight", "linear", "cash"]
+    trajectory = trajectory_name(backtest.traders)
+    assert list(backtest.traders) == ["best", "ensemble_top2", trajectory, "equal_weight", "linear", "cash"]
     assert any("market" in note for note in backtest.notes)
     best = backtest.traders["best"]
     assert len(best.returns) == len(backtest.traders["equal_weight"].returns) > 200

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -92,3 +94,11 @@ def tiny_spec(dataset: Path, *, budget_env_steps: int = 1536) -> Spec:
             },
         }
     )
+
+
+def trajectory_name(traders: Iterable[str]) -> str:
+    """The one trajectory trader among ``traders`` (``trajectory<n>``: its member count depends on the
+    rounds a run judged); fails when there is none or several."""
+    found = [name for name in traders if re.fullmatch(r"trajectory\d+", name)]
+    assert len(found) == 1, f"expected one trajectory trader, got {found}"
+    return found[0]

@@ -59,6 +59,15 @@ def test_ensemble_replay_matches_backtest_through_the_cli(tiny_run: Path) -> Non
         assert journal.decisions()[0][1] == "ensemble"
 
 
+def test_trajectory_replay_matches_backtest(tiny_run: Path) -> None:
+    result = replay(tiny_run, START, END, "trajectory")  # the average of the run's archived snapshots
+    assert result.matches
+    assert len(result.timestamps) > 50
+    assert result.weight_max_abs_diff <= WEIGHT_TOLERANCE
+    with Journal.open(result.journal) as journal:
+        assert journal.decisions()[0][1] == "trajectory"
+
+
 def test_replay_refuses_dates_outside_the_run(tiny_run: Path) -> None:
     with pytest.raises(SpecError, match="fix: pick dates inside it"):
         replay(tiny_run, "2024-01-02", "2024-02-01", "best")

@@ -27,7 +27,7 @@ TOURNAMENT_DEFAULTS: dict[str, Any] = {
     "pool_schedule": "halving",
     "halving_floor": 2,
     "lag_margin": 0.1,
-    "archive_size": 32,
+    "archive_size": 16,
 }
 """finpod's defaults for the ``[tournament]`` fields where a finpod run departs from podracer's
 domain-free ones (every other field that :class:`TournamentConfig` has a default for takes it from
@@ -53,10 +53,11 @@ there), so a spec that says nothing gets a tournament that learns within two min
 * a wall budget of 120 s (rounds are a fraction of a second, so the run ends within a few seconds
   of it) with a 2M env-step cap; a spec that must be reproducible on any machine states
   ``budget_env_steps`` and a ``budget_seconds`` it never reaches, as ``strategies/demo.toml`` does;
-* a trajectory archive of 32 snapshots (``archive_size``; :mod:`podracer.archive`): judged rounds
+* a trajectory archive of 16 snapshots (``archive_size``; :mod:`podracer.archive`): judged rounds
   evenly spaced over the whole run, whatever they scored, whose average target weights the report
-  shows as the ``trajectory<n>`` trader beside the best entry and the lineage ensemble
-  (BENCHMARKS.md "The trajectory ensemble").
+  shows as the ``trajectory<n>`` trader beside the best entry and the lineage ensemble (8 to 16
+  members; on the skill bench 16 and 32 gave the same shares, and each member costs a policy call
+  per backtest bar; BENCHMARKS.md "The trajectory ensemble").
 """
 
 SCORE_FUNCTION_TOURNAMENT_DEFAULTS: dict[str, Any] = {
@@ -74,7 +75,7 @@ INTRADAY_TOURNAMENT_DEFAULTS: dict[str, Any] = {
 ``[tournament]`` does not state them: gamma searched over horizons of 10 to 1,000 bars around the
 intraday agent's 0.99 (:data:`finpod.spec.agent.INTRADAY_AGENT_DEFAULTS`), and no trajectory
 archive (a backtest calls each member of an ensemble of cross-sectional policies once a bar, so
-32 members over years of minute bars would take 32 times a trader's backtest; measured on daily
+16 members over years of minute bars would take 16 times a trader's backtest; measured on daily
 bars only)."""
 
 
@@ -378,7 +379,7 @@ class TournamentSpec(Model):
         description="snapshots of the run's trajectory archive: judged rounds evenly spaced over the "
         "whole run whatever they scored (0: none, else at least 2); the trajectory trader averages "
         "their target weights, so it does not bet on the one validation score that ranks the board",
-        examples=[32],
+        examples=[16],
     )
     softmax_temperature: float = Field(
         1.0, gt=0, description="temperature of the rank-softmax that picks a parent", examples=[1.0]

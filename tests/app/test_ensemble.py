@@ -110,10 +110,10 @@ def test_select_adds_the_trajectory_ensemble_of_every_archived_snapshot() -> Non
 
 def test_daily_specs_keep_an_archive_and_minute_specs_none() -> None:
     daily: Spec = tiny_spec(Path("unused"))
-    assert daily.tournament.archive_size == 32
-    assert daily.tournament_config().archive_size == 32
+    assert daily.tournament.archive_size == 16
+    assert daily.tournament_config().archive_size == 16
     minute = daily.with_(frequency="1min")
     assert minute.tournament.archive_size == 0
     stated = daily.with_(tournament={"archive_size": 8}).with_(frequency="1min")
     assert stated.tournament_config().archive_size == 8
-    assert minute.with_(frequency="1d").tournament.archive_size == 32
+    assert minute.with_(frequency="1d").tournament.archive_size == 16

@@ -27,7 +27,6 @@ TOURNAMENT_DEFAULTS: dict[str, Any] = {
     "pool_schedule": "halving",
     "halving_floor": 2,
     "lag_margin": 0.1,
-    "archive_size": 16,
 }
 """finpod's defaults for the ``[tournament]`` fields where a finpod run departs from podracer's
 domain-free ones (every other field that :class:`TournamentConfig` has a default for takes it from
@@ -53,11 +52,10 @@ there), so a spec that says nothing gets a tournament that learns within two min
 * a wall budget of 120 s (rounds are a fraction of a second, so the run ends within a few seconds
   of it) with a 2M env-step cap; a spec that must be reproducible on any machine states
   ``budget_env_steps`` and a ``budget_seconds`` it never reaches, as ``strategies/demo.toml`` does;
-* a trajectory archive of 16 snapshots (``archive_size``; :mod:`podracer.archive`): judged rounds
-  evenly spaced over the whole run, whatever they scored, whose average target weights the report
-  shows as the ``trajectory<n>`` trader beside the best entry and the lineage ensemble (8 to 16
-  members; on the skill bench 16 and 32 gave the same shares, and each member costs a policy call
-  per backtest bar; BENCHMARKS.md "The trajectory ensemble").
+* no trajectory archive (``archive_size`` 0, podracer's default): the trajectory trader (the average
+  of judged rounds evenly spaced over the whole run, :mod:`podracer.archive`) held a lower median
+  share of the oracle's edge than the pick on the skill bench's reported seeds at 120 s, with a
+  higher floor (BENCHMARKS.md "The trajectory ensemble"); ``archive_size = 16`` adds it to a run.
 """
 
 SCORE_FUNCTION_TOURNAMENT_DEFAULTS: dict[str, Any] = {
@@ -69,14 +67,10 @@ learning rates around :data:`finpod.spec.agent.SCORE_FUNCTION_LEARNING_RATE`."""
 
 INTRADAY_TOURNAMENT_DEFAULTS: dict[str, Any] = {
     "perturb_bounds": {"learning_rate": (1e-4, 3e-2), "gamma": (0.9, 0.999)},
-    "archive_size": 0,
 }
 """What a spec of minute bars (``frequency = "1min"``) gets over :data:`TOURNAMENT_DEFAULTS` when its
 ``[tournament]`` does not state them: gamma searched over horizons of 10 to 1,000 bars around the
-intraday agent's 0.99 (:data:`finpod.spec.agent.INTRADAY_AGENT_DEFAULTS`), and no trajectory
-archive (a backtest calls each member of an ensemble of cross-sectional policies once a bar, so
-16 members over years of minute bars would take 16 times a trader's backtest; measured on daily
-bars only)."""
+intraday agent's 0.99 (:data:`finpod.spec.agent.INTRADAY_AGENT_DEFAULTS`)."""
 
 
 DAILY_VALIDATION_CHUNKS: Final[int] = 16
@@ -377,8 +371,9 @@ class TournamentSpec(Model):
         ge=0,
         le=256,
         description="snapshots of the run's trajectory archive: judged rounds evenly spaced over the "
-        "whole run whatever they scored (0: none, else at least 2); the trajectory trader averages "
-        "their target weights, so it does not bet on the one validation score that ranks the board",
+        "whole run whatever they scored (0: none, the default; else at least 2); the trajectory "
+        "trader averages their target weights, so it does not bet on the one validation score that "
+        "ranks the board (each member costs a policy call per backtest bar)",
         examples=[16],
     )
     softmax_temperature: float = Field(

@@ -68,12 +68,6 @@ def _default_bounds(
 _VALIDATION_FIELDS: tuple[str, ...] = ("validation_chunks", "validation_warmup_bars")
 
 
-def _archive_default(frequency: str) -> int:
-    """The trajectory archive a ``[tournament]`` silent on it keeps on bars of ``frequency``."""
-    defaults = INTRADAY_TOURNAMENT_DEFAULTS if frequency == "1min" else TOURNAMENT_DEFAULTS
-    return int(defaults["archive_size"])
-
-
 def _validation_defaults(frequency: str) -> dict[str, int]:
     """The validation chunks a ``[tournament]`` silent on them gets on bars of ``frequency``."""
     if frequency == "1min":
@@ -229,9 +223,6 @@ class Spec(Model):
         }:
             for name in _VALIDATION_FIELDS:
                 del dumped["tournament"][name]
-        # ... and so is a trajectory archive of this bar size's default size.
-        if frequency != self.frequency and self.tournament.archive_size == _archive_default(self.frequency):
-            del dumped["tournament"]["archive_size"]
         # A search space equal to the default for this spec's agent is chosen again for the new one
         # (a --set that turns the pathwise term off searches the score-function learning rates), and
         # a partial perturb_bounds in ``sections`` is merged into that new default.

@@ -108,12 +108,9 @@ def test_select_adds_the_trajectory_ensemble_of_every_archived_snapshot() -> Non
     assert list(select(spec, board, None, _Archive([_Fixed(SMALL)]))) == ["best"]  # type: ignore[arg-type]
 
 
-def test_daily_specs_keep_an_archive_and_minute_specs_none() -> None:
-    daily: Spec = tiny_spec(Path("unused"))
-    assert daily.tournament.archive_size == 16
-    assert daily.tournament_config().archive_size == 16
-    minute = daily.with_(frequency="1min")
-    assert minute.tournament.archive_size == 0
-    stated = daily.with_(tournament={"archive_size": 8}).with_(frequency="1min")
+def test_a_spec_keeps_no_archive_unless_it_asks() -> None:
+    spec = Spec.from_toml(Path(__file__).resolve().parents[2] / "strategies" / "demo.toml")
+    assert spec.tournament.archive_size == 0
+    assert spec.tournament_config().archive_size == 0
+    stated = spec.with_(tournament={"archive_size": 8}).with_(frequency="1min")
     assert stated.tournament_config().archive_size == 8
-    assert minute.with_(frequency="1d").tournament.archive_size == 16

@@ -72,7 +72,8 @@ def write_tiny_dataset(folder: Path, bars: pd.DataFrame) -> Path:
 
 
 def tiny_spec(dataset: Path, *, budget_env_steps: int = 1536) -> Spec:
-    """A spec over a tiny dataset: one slot, fixed seed, a budget of a few PPO rounds."""
+    """A spec over a tiny dataset: two slots, fixed seed, a budget of a few PPO rounds, and a
+    trajectory archive (so every trader a run can hold is there)."""
     return Spec.from_dict(
         {
             "name": "tiny",
@@ -91,6 +92,7 @@ def tiny_spec(dataset: Path, *, budget_env_steps: int = 1536) -> Spec:
                 "budget_env_steps": budget_env_steps,
                 "budget_seconds": 600.0,
                 "ensemble_k": 2,
+                "archive_size": 8,  # the trajectory trader exists (finpod's default keeps none)
             },
         }
     )

@@ -47,7 +47,8 @@ def test_run_mistakes(tiny_run: Path) -> None:
     assert "set both APCA_API_KEY_ID and APCA_API_SECRET_KEY" in text
     code, text = _run("status", str(tiny_run), "--trader", "worst")
     assert code != 0
-    assert "'worst' is not one of 'best', 'ensemble', 'trajectory'" in " ".join(text.replace("│", " ").split())
+    flat = " ".join(text.replace("│", " ").split())
+    assert "'worst' is not one of 'best', 'ensemble', 'trajectory'" in flat
     code, text = _run("status", str(tiny_run), "--trader", "ensemble")
     assert code != 0
     assert "no paper journal for trader ensemble" in text

@@ -47,7 +47,8 @@ def backtest_run(
     costs: Mapping[str, float] | None = None,
     device: str | None = None,
 ) -> BacktestResult:
-    """Trade a finished run's traders (best, and the ensemble when it has one) and the baselines.
+    """Trade a finished run's traders (best, and the ensemble and trajectory traders when it has them) and the
+    baselines.
 
     Args:
         run: a :class:`finpod.RunResult` or a run folder.

@@ -39,12 +39,14 @@ PART_PATTERNS = (
     "validation/*.csv",
     "report_inputs.json",
     "tournament/leaderboard/index.json",
+    "tournament/archive/index.json",
     "tournament/events.jsonl",
     "spec.toml",
     "spec.json",
     "trader_inputs.pt",
 )
-"""The parts a finished run records the sha256 of: returns, positions, ..., the leaderboard index,
+"""The parts a finished run records the sha256 of: returns, positions, ..., the leaderboard index
+(and the trajectory archive's, when the run keeps one),
 the tournament's event log (the verdict's trial count), the spec every rerun reads, and the feature
 statistics a paper trader or replay reuses."""
 

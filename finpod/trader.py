@@ -158,7 +158,8 @@ def load_policy(
         if archive is None or len(archive.entries) < 2:
             raise SpecError(
                 f"{run_dir}: the run kept no trajectory archive of 2 snapshots or more "
-                "(tournament.archive_size is 0, or the run was shorter); fix: use policy('best')"
+                "(tournament.archive_size is 0, or the run was shorter); fix: use policy('best') "
+                "(--trader best), or train with --set tournament.archive_size=16"
             )
         members = tuple(
             PPOAgent.from_state_dict(archive.load_state(i), where) for i in range(len(archive.entries))

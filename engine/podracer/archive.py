@@ -54,6 +54,9 @@ ARCHIVE_FORMAT = "podracer.archive"
 """``format`` marker of the archive's index file."""
 ARCHIVE_FORMAT_VERSION = 1
 """``version`` of the archive's index layout."""
+MIN_CAPACITY = 3
+"""The smallest archive: thinning ``capacity + 1`` snapshots to every other one leaves at least
+``(capacity + 1) // 2``, so from 3 on an archive that has held 2 always holds 2 (an ensemble)."""
 
 
 class TrajectoryArchive:
@@ -88,10 +91,12 @@ class TrajectoryArchive:
         that a run killed before its first round left there.
 
         Raises:
-            TournamentError: ``capacity`` < 2, or the folder holds another archive.
+            TournamentError: ``capacity`` < :data:`MIN_CAPACITY`, or the folder holds another archive.
         """
-        if capacity < 2:
-            raise TournamentError(f"archive capacity is {capacity}; it must be at least 2 (or no archive)")
+        if capacity < MIN_CAPACITY:
+            raise TournamentError(
+                f"archive capacity is {capacity}; it must be at least {MIN_CAPACITY} (or no archive)"
+            )
         directory = directory.resolve()
         if (directory / INDEX_NAME).exists():
             archive = cls.open(directory)
@@ -114,7 +119,7 @@ class TrajectoryArchive:
         index_path = directory / INDEX_NAME
         record = read_json_record(index_path, ARCHIVE_FORMAT, ARCHIVE_FORMAT_VERSION)
         capacity, stride, raw = record.get("capacity"), record.get("stride"), record.get("entries")
-        if not isinstance(capacity, int) or capacity < 2 or not isinstance(stride, int) or stride < 1:
+        if not isinstance(capacity, int) or capacity < 1 or not isinstance(stride, int) or stride < 1:
             raise SnapshotError(f"{index_path} has no valid capacity/stride: corrupt index")
         if not isinstance(raw, list) or len(raw) > capacity:
             raise SnapshotError(f"{index_path} has no valid entry list: corrupt index")

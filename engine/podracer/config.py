@@ -65,8 +65,9 @@ class TournamentConfig:
             fill the pool meanwhile).
         archive_size: snapshots the run's trajectory archive keeps (:mod:`podracer.archive`: judged
             rounds evenly spaced over the whole run, whatever they scored), 0 for no archive; at
-            least 2 otherwise. An ensemble of its members averages the run's trajectory instead of
-            betting on the one evaluation that ranks the leaderboard.
+            least 3 otherwise (thinning then always leaves 2 or more). An ensemble of its members
+            averages the run's trajectory instead of betting on the one evaluation that ranks the
+            leaderboard.
     """
 
     pool_size: int
@@ -155,8 +156,8 @@ class TournamentConfig:
                 f"leaderboard_after is {self.leaderboard_after}; use a share of the budget in [0, 1)",
             ),
             (
-                self.archive_size == 0 or self.archive_size >= 2,
-                f"archive_size is {self.archive_size}; use 0 (no archive) or at least 2",
+                self.archive_size == 0 or self.archive_size >= 3,
+                f"archive_size is {self.archive_size}; use 0 (no archive) or at least 3",
             ),
             (
                 self.torch_threads_per_pod >= 1,

@@ -20,7 +20,7 @@ import numpy as np
 
 from podracer.archive import TrajectoryArchive
 from podracer.config import TournamentConfig
-from podracer.errors import TournamentError
+from podracer.errors import SnapshotError, TournamentError
 from podracer.events import EventCallback, EventLog, TournamentEvent
 from podracer.leaderboard import AGENT_STATE_KEY, INDEX_NAME, Leaderboard
 from podracer.pod import config_to_record
@@ -66,13 +66,20 @@ class RunDirectory:
     """
 
     def __init__(
-        self, path: Path, config: TournamentConfig, lock: RunLock, leaderboard: Leaderboard, state: RunState
+        self,
+        path: Path,
+        config: TournamentConfig,
+        lock: RunLock,
+        leaderboard: Leaderboard,
+        state: RunState,
+        *,
+        resuming: bool = False,
     ) -> None:
         """Use :meth:`create` or :meth:`open`."""
         self.path = path
         self.config = config
         self.leaderboard = leaderboard
-        self.archive = _archive(path, config, state.progress.rounds)
+        self.archive = _archive(path, config, state.progress.rounds, resuming=resuming)
         self.progress = state.progress
         self.finished = state.finished
         self.rng = np.random.default_rng()
@@ -147,7 +154,9 @@ class RunDirectory:
                     f"({stored_base.get('fields') if isinstance(stored_base, dict) else stored_base!r}); "
                     "resume with that one, or start a new run"
                 )
-            directory = cls(path, config, lock, Leaderboard.open(path / LEADERBOARD_DIR), state)
+            directory = cls(
+                path, config, lock, Leaderboard.open(path / LEADERBOARD_DIR), state, resuming=True
+            )
             directory.leaderboard.remove_unreferenced()
             if directory.archive is not None:
                 directory.archive.remove_unreferenced()
@@ -302,17 +311,31 @@ def _empty_leaderboard(directory: Path, capacity: int) -> Leaderboard:
     return board
 
 
-def _archive(path: Path, config: TournamentConfig, judged_rounds: int) -> TrajectoryArchive | None:
-    """The run's trajectory archive: opened when its folder has an index (a resumed run: the
-    entries of rounds after the ``judged_rounds`` its state saved are dropped, those rounds are
-    judged again), else a new one (``archive_size`` > 0), else ``None``."""
+def _archive(
+    path: Path, config: TournamentConfig, judged_rounds: int, *, resuming: bool
+) -> TrajectoryArchive | None:
+    """The run's trajectory archive (``None`` when ``archive_size`` is 0).
+
+    A new run creates it (refused when the folder holds a non-empty one). A resumed run opens it and
+    drops the entries of rounds after the ``judged_rounds`` its saved state counts (a kill between
+    the archive's write and the state's: those rounds are judged again).
+
+    Raises:
+        SnapshotError: a resumed run that has judged rounds has no archive index (it was deleted).
+        TournamentError: the folder holds another archive.
+    """
     if config.archive_size == 0:
         return None
     directory = path / ARCHIVE_DIR
-    if (directory / INDEX_NAME).exists():
-        archive = TrajectoryArchive.open(directory)
-        if archive.capacity != config.archive_size:
-            raise TournamentError(f"{directory} holds another archive; pick a new run folder")
-        archive.forget_after(judged_rounds)
-        return archive
-    return TrajectoryArchive.create(directory, config.archive_size)
+    if not resuming or not (directory / INDEX_NAME).exists():
+        if resuming and judged_rounds > 0:
+            raise SnapshotError(
+                f"{directory / INDEX_NAME} is missing although the run has judged {judged_rounds} "
+                "rounds: its trajectory archive was deleted; restore the folder or start a new run"
+            )
+        return TrajectoryArchive.create(directory, config.archive_size)
+    archive = TrajectoryArchive.open(directory)
+    if archive.capacity != config.archive_size:
+        raise TournamentError(f"{directory} holds another archive; pick a new run folder")
+    archive.forget_after(judged_rounds)
+    return archive

@@ -1,9 +1,9 @@
 """``finpod paper``: paper-trade a finished run through Alpaca, show its status, or replay it.
 
-``finpod paper RUN_DIR [--trader best|ensemble] [--dry-run]`` trades until the kill switch (the stop
-file ``RUN_DIR/paper/STOP``, SIGTERM or Ctrl-C); ``finpod paper status RUN_DIR [--json]`` reads the
-journal; ``finpod paper replay RUN_DIR --start D --end D`` runs the live code path on the run's bars
-and checks it against the backtest.
+``finpod paper RUN_DIR [--trader best|ensemble|trajectory] [--dry-run]`` trades until the kill
+switch (the stop file ``RUN_DIR/paper/STOP``, SIGTERM or Ctrl-C); ``finpod paper status RUN_DIR
+[--json]`` reads the journal; ``finpod paper replay RUN_DIR --start D --end D`` runs the live code
+path on the run's bars and checks it against the backtest.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from finpod.errors import SpecError
 ACTIONS = ("status", "replay")
 HELP = (
     "Paper-trade a run through Alpaca, read its journal, or replay it against its backtest.\n\n"
-    "finpod paper RUN_DIR [--trader best|ensemble] [--dry-run]: trade until the kill switch (the file "
-    "RUN_DIR/paper/STOP, SIGTERM or Ctrl-C); keys from APCA_API_KEY_ID and APCA_API_SECRET_KEY.\n\n"
+    "finpod paper RUN_DIR [--trader best|ensemble|trajectory] [--dry-run]: trade until the kill switch "
+    "(the file RUN_DIR/paper/STOP, SIGTERM or Ctrl-C); keys from APCA_API_KEY_ID and APCA_API_SECRET_KEY.\n\n"
     "finpod paper status RUN_DIR [--json] [--dry-run]: positions, today's orders and fills, limits hit.\n\n"
     "finpod paper replay RUN_DIR --start D --end D [--json]: the live code path on the run's bars, "
     "checked bar for bar against the backtest."

@@ -114,7 +114,8 @@ class RunResult:
         """A trained trader as a callable on env observations ``(N, D)`` -> actions ``(N, A)``.
 
         Args:
-            which: ``"best"``, ``"ensemble"`` (the top-k the run backtested) or a 1-based rank.
+            which: ``"best"``, ``"ensemble"`` (the top-k the run backtested), ``"trajectory"``
+                (the run's archived snapshots, when it keeps an archive) or a 1-based rank.
             device: where it runs.
         """
         from finpod.trader import load_policy

@@ -54,8 +54,9 @@ there), so a spec that says nothing gets a tournament that learns within two min
   ``budget_env_steps`` and a ``budget_seconds`` it never reaches, as ``strategies/demo.toml`` does;
 * no trajectory archive (``archive_size`` 0, podracer's default): the trajectory trader (the average
   of judged rounds evenly spaced over the whole run, :mod:`podracer.archive`) held a lower median
-  share of the oracle's edge than the pick on the skill bench's reported seeds at 120 s, with a
-  higher floor (BENCHMARKS.md "The trajectory ensemble"); ``archive_size = 16`` adds it to a run.
+  share of the oracle's edge than the pick on the skill bench's reported seeds at 120 s on every
+  kind, with a higher floor on the volume kind only (BENCHMARKS.md "The trajectory ensemble");
+  ``archive_size = 16`` adds it to a run.
 """
 
 SCORE_FUNCTION_TOURNAMENT_DEFAULTS: dict[str, Any] = {
@@ -371,7 +372,7 @@ class TournamentSpec(Model):
         ge=0,
         le=256,
         description="snapshots of the run's trajectory archive: judged rounds evenly spaced over the "
-        "whole run whatever they scored (0: none, the default; else at least 2); the trajectory "
+        "whole run whatever they scored (0: none, the default; else at least 3); the trajectory "
         "trader averages their target weights, so it does not bet on the one validation score that "
         "ranks the board (each member costs a policy call per backtest bar)",
         examples=[16],
@@ -490,6 +491,15 @@ class TournamentSpec(Model):
         "averaged after every epoch over torch.distributed (1 = no fusion)",
         examples=[2],
     )
+
+    @model_validator(mode="after")
+    def _archive_holds_an_ensemble(self) -> TournamentSpec:
+        if self.archive_size in (1, 2):
+            raise ValueError(
+                f"tournament.archive_size: {self.archive_size} cannot keep an ensemble once it thins; "
+                "fix: use 0 (no archive) or at least 3, e.g. 16"
+            )
+        return self
 
     @model_validator(mode="after")
     def _address_needs_ray(self) -> TournamentSpec:

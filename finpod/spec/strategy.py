@@ -307,11 +307,14 @@ class Spec(Model):
 
         The ``[paper]`` section is left out: deployment limits do not change what a run trains; so are
         the tournament's placement fields (:attr:`TournamentSpec.PLACEMENT_FIELDS`): a run started on
-        one backend resumes on another.
+        one backend resumes on another; and ``archive_size`` when it is 0 (no archive, the default),
+        so a spec hashes as it did before the setting existed and its unfinished runs resume.
         """
         trained = {k: v for k, v in self.resolved_dict().items() if k != "paper"}
         trained["tournament"] = {
-            k: v for k, v in trained["tournament"].items() if k not in TournamentSpec.PLACEMENT_FIELDS
+            k: v
+            for k, v in trained["tournament"].items()
+            if k not in TournamentSpec.PLACEMENT_FIELDS and not (k == "archive_size" and v == 0)
         }
         text = json.dumps(trained, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:8]

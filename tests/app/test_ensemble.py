@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from finpod.backtest.ensemble import ensemble_policy, target_weights
+from finpod.errors import SpecError
 from finpod.pipeline.main import select
 from finpod.spec import Spec
 from tests.app.tiny import tiny_spec
@@ -114,3 +116,14 @@ def test_a_spec_keeps_no_archive_unless_it_asks() -> None:
     assert spec.tournament_config().archive_size == 0
     stated = spec.with_(tournament={"archive_size": 8}).with_(frequency="1min")
     assert stated.tournament_config().archive_size == 8
+
+
+def test_an_archive_too_small_for_an_ensemble_is_a_one_line_error() -> None:
+    spec = Spec.from_toml(Path(__file__).resolve().parents[2] / "strategies" / "demo.toml")
+    for size in (1, 2):
+        with pytest.raises(
+            SpecError, match=rf"tournament.archive_size: {size} .* fix: use 0 \(no archive\) or at least 3"
+        ):
+            spec.with_(tournament={"archive_size": size})
+    assert spec.spec_hash() == spec.with_(tournament={"archive_size": 0}).spec_hash()
+    assert spec.spec_hash() != spec.with_(tournament={"archive_size": 16}).spec_hash()

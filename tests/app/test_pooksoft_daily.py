@@ -26,7 +26,13 @@ MIN_MEMBERS_IN_DATA = 90
 TINY = {
     "env": {"num_envs": 4, "horizon_bars": 32},
     "agent": {"rollout_steps": 16, "hidden_sizes": [32], "num_minibatches": 2, "update_epochs": 1},
-    "tournament": {"pool_size": 2, "leaderboard_size": 2, "budget_env_steps": 256, "ensemble_k": 2},
+    "tournament": {
+        "pool_size": 2,
+        "leaderboard_size": 2,
+        "budget_env_steps": 256,
+        "ensemble_k": 2,
+        "archive_size": 8,
+    },
     "device": "cpu",
 }
 

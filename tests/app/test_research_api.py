@@ -36,6 +36,9 @@ def test_research_script_policy_backtest_export_and_compare(tmp_path: Path) -> N
     assert torch.equal(first.policy(1)(obs), actions)
     with pytest.raises(finpod.SpecError, match="rank from 1"):
         first.policy(9)
+    trajectory = first.policy("trajectory")  # the run's archived snapshots, their weights averaged
+    assert trajectory.name == trajectory_name(first.metrics.index)
+    assert len(trajectory.agents) >= 2
 
     # Same data, same dates: the replay equals the run's own backtest, although the replay's panel
     # starts elsewhere (a refit of the normalisation on it would change every action).
@@ -104,3 +107,14 @@ def test_research_script_policy_backtest_export_and_compare(tmp_path: Path) -> N
     )
     assert list(spec_diff.index) == ["seed"]
     assert list(spec_diff.loc["seed"]) == ["3", "4"]
+
+
+def test_a_run_without_an_archive_has_no_trajectory_trader(tmp_path: Path) -> None:
+    dataset = write_tiny_dataset(tmp_path / "data", tiny_bars(seed=11))
+    spec = tiny_spec(dataset, budget_env_steps=512).with_(tournament={"archive_size": 0})
+    run = finpod.run(spec, out=tmp_path / "reports", quiet=True, report=False)
+    assert not [name for name in run.metrics.index if name.startswith("trajectory")]
+    with pytest.raises(
+        finpod.SpecError, match=r"no trajectory archive .* fix: use policy\('best'\) \(--trader best\)"
+    ):
+        run.policy("trajectory")

@@ -14,6 +14,7 @@ from podracer import SnapshotError, TournamentError
 from podracer.api import TrajectoryArchive, archive_of
 from podracer.leaderboard import INDEX_NAME, Candidate
 from podracer.pod import config_to_record
+from podracer.runfiles import read_state
 from podracer.snapshot import SNAPSHOT_SUFFIX
 
 
@@ -67,8 +68,8 @@ def test_reopens_with_its_stride_and_goes_on(tmp_path: Path) -> None:
 
 
 def test_refuses_a_bad_capacity_a_corrupt_index_and_a_missing_position(tmp_path: Path) -> None:
-    with pytest.raises(TournamentError, match="archive capacity is 1; it must be at least 2"):
-        TrajectoryArchive.create(tmp_path / "one", capacity=1)
+    with pytest.raises(TournamentError, match="archive capacity is 2; it must be at least 3"):
+        TrajectoryArchive.create(tmp_path / "two", capacity=2)
     archive = TrajectoryArchive.create(tmp_path / "a", capacity=4)
     with pytest.raises(TournamentError, match="archive position 0 does not exist; it has 0 entries"):
         archive.load_state(0)
@@ -80,8 +81,11 @@ def test_refuses_a_bad_capacity_a_corrupt_index_and_a_missing_position(tmp_path:
 
 
 def test_a_config_with_an_archive_of_one_is_a_one_line_error() -> None:
-    with pytest.raises(TournamentError, match=r"archive_size is 1; use 0 \(no archive\) or at least 2"):
-        tournament_config(archive_size=1)
+    for size in (1, 2):
+        with pytest.raises(
+            TournamentError, match=rf"archive_size is {size}; use 0 \(no archive\) or at least 3"
+        ):
+            tournament_config(archive_size=size)
 
 
 def test_a_tournament_archives_its_judged_rounds_and_resume_keeps_them(tmp_path: Path) -> None:
@@ -116,3 +120,35 @@ def test_a_resumed_run_forgets_rounds_its_state_never_saved(tmp_path: Path) -> N
     _offer_rounds(archive, range(6, 8))
     assert _rounds(TrajectoryArchive.open(tmp_path)) == [1, 2, 3, 4, 5, 6, 7]
     assert len(list(tmp_path.glob(f"*{SNAPSHOT_SUFFIX}"))) == 7
+
+
+def test_a_capacity_of_three_always_keeps_an_ensemble(tmp_path: Path) -> None:
+    archive = TrajectoryArchive.create(tmp_path, capacity=3)
+    for judged in range(1, 200):
+        _offer_rounds(archive, range(judged, judged + 1))
+        if judged >= 2:
+            assert len(archive.entries) >= 2, judged
+
+
+def test_resume_forgets_archived_rounds_its_state_never_saved(tmp_path: Path) -> None:
+    new_tournament(tmp_path, tournament_config(archive_size=4)).run()
+    archive = archive_of(tmp_path)
+    assert archive is not None
+    rounds = read_state(tmp_path).progress.rounds
+    # A kill after the archive's write and before state.json's: the archive holds a later round
+    # (a multiple of twice the stride, so it survives the thinning its own offer may cause).
+    ahead = (rounds // (4 * archive.stride) + 1) * 4 * archive.stride
+    assert archive.offer(ahead, _candidate(0), make_agent(TINY_PPO, 1).state_dict()) is not None
+    resume_tournament(tmp_path).close()
+    reopened = archive_of(tmp_path)
+    assert reopened is not None
+    assert reopened.entries
+    assert all(entry.admission <= rounds for entry in reopened.entries)
+    assert len(list((tmp_path / "archive").glob(f"*{SNAPSHOT_SUFFIX}"))) == len(reopened.entries)
+
+
+def test_resume_refuses_a_run_whose_archive_was_deleted(tmp_path: Path) -> None:
+    new_tournament(tmp_path, tournament_config(archive_size=4)).run()
+    (tmp_path / "archive" / INDEX_NAME).unlink()
+    with pytest.raises(SnapshotError, match="its trajectory archive was deleted; restore the folder"):
+        resume_tournament(tmp_path)

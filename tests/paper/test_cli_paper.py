@@ -52,6 +52,9 @@ def test_run_mistakes(tiny_run: Path) -> None:
     code, text = _run("status", str(tiny_run), "--trader", "ensemble")
     assert code != 0
     assert "no paper journal for trader ensemble" in text
+    code, text = _run("status", str(tiny_run), "--trader", "trajectory")
+    assert code != 0
+    assert "no paper journal for trader trajectory" in text
 
 
 def test_a_manual_trade_stops_the_trader_before_any_order(tiny_run: Path, tmp_path: Path) -> None:

@@ -33,17 +33,12 @@ from podracer.leaderboard import (
     INDEX_NAME,
     Candidate,
     LeaderboardEntry,
+    SnapshotFolder,
     _entry_from_record,
     _unlink_all,
 )
-from podracer.pod import AgentFactory, config_from_record
-from podracer.protocols import Agent
 from podracer.snapshot import (
-    SNAPSHOT_SUFFIX,
-    TEMP_SUFFIX,
     atomic_write_json,
-    fsync_directory,
-    load_snapshot,
     read_json_record,
     snapshot_bytes,
     write_snapshot_file,
@@ -59,7 +54,7 @@ MIN_CAPACITY = 3
 ``(capacity + 1) // 2``, so from 3 on an archive that has held 2 always holds 2 (an ensemble)."""
 
 
-class TrajectoryArchive:
+class TrajectoryArchive(SnapshotFolder):
     """Snapshots of a run's judged rounds, evenly spaced (see the module docstring).
 
     Each entry is a :class:`~podracer.leaderboard.LeaderboardEntry` whose ``admission`` is the judged
@@ -74,16 +69,6 @@ class TrajectoryArchive:
         self.stride = stride
         self._entries = entries
         self._writer: OrderedWriter | None = None
-
-    def write_through(self, writer: OrderedWriter | None) -> None:
-        """Queue this archive's writes on ``writer`` (in order with the run's other writes)."""
-        self._writer = writer
-
-    def _write(self, write: Any, *args: Any, size: int = 0) -> None:
-        if self._writer is None:
-            write(*args)
-        else:
-            self._writer.submit(write, *args, size=size)
 
     @classmethod
     def create(cls, directory: Path, capacity: int) -> TrajectoryArchive:
@@ -185,46 +170,8 @@ class TrajectoryArchive:
             self._write(_unlink_all, self.directory, [e.snapshot for e in later])
         return later
 
-    def load_state(self, position: int) -> dict[str, Any]:
-        """The agent ``state_dict`` of the entry at ``position`` (0 = the earliest round).
-
-        Raises:
-            TournamentError: no entry there.
-            SnapshotError: its snapshot is missing, corrupt or foreign.
-        """
-        if not 0 <= position < len(self._entries):
-            raise TournamentError(
-                f"archive position {position} does not exist; it has {len(self._entries)} entries"
-            )
-        if self._writer is not None:
-            self._writer.flush()  # its file may still be queued
-        entry = self._entries[position]
-        state = load_snapshot(entry.snapshot).get(AGENT_STATE_KEY)
-        if not isinstance(state, dict):
-            raise SnapshotError(f"{entry.snapshot} holds no agent state: foreign snapshot")
-        return state
-
-    def load_agent(self, position: int, agent_factory: AgentFactory) -> Agent:
-        """Rebuild the agent at ``position``: ``agent_factory(its config, its seed)``, then its weights."""
-        entry = self._entries[position] if 0 <= position < len(self._entries) else None
-        if entry is None:
-            raise TournamentError(
-                f"archive position {position} does not exist; it has {len(self._entries)} entries"
-            )
-        agent = agent_factory(config_from_record(entry.agent_config), entry.seed)
-        agent.load_state_dict(self.load_state(position))
-        return agent
-
-    def remove_unreferenced(self) -> list[Path]:
-        """Delete snapshot files the index does not name and temp files of interrupted writes."""
-        used = {entry.snapshot for entry in self._entries}
-        stale = [p for p in sorted(self.directory.glob(f"*{SNAPSHOT_SUFFIX}")) if p not in used]
-        stale += sorted(self.directory.glob(f".*{TEMP_SUFFIX}"))
-        for path in stale:
-            path.unlink(missing_ok=True)
-        if stale:
-            fsync_directory(self.directory)
-        return stale
+    def _missing(self, index: int) -> str:
+        return f"archive position {index} does not exist; it has {len(self._entries)} entries"
 
     def _write_index(self) -> None:
         record = {

@@ -32,11 +32,11 @@ from podracer.pod import AgentFactory, config_from_record
 from podracer.protocols import Agent
 from podracer.snapshot import (
     SNAPSHOT_SUFFIX,
-    TEMP_SUFFIX,
     atomic_write_json,
     fsync_directory,
     load_snapshot,
     read_json_record,
+    remove_unreferenced_snapshots,
     snapshot_bytes,
     write_snapshot_file,
 )
@@ -123,7 +123,75 @@ def _entry_from_record(directory: Path, record: Any, index_path: Path) -> Leader
     return LeaderboardEntry(**{**record, "score": float(score), "snapshot": directory / snapshot})
 
 
-class Leaderboard:
+class SnapshotFolder:
+    """Entries whose agent snapshots live in one folder (a :class:`Leaderboard`, a
+    :class:`~podracer.archive.TrajectoryArchive`), written through the run's ordered writer.
+
+    A subclass sets ``directory``, ``_entries`` and ``_writer`` and names a missing index
+    (:meth:`_missing`).
+    """
+
+    directory: Path
+    _entries: list[LeaderboardEntry]
+    _writer: OrderedWriter | None
+
+    def write_through(self, writer: OrderedWriter | None) -> None:
+        """Queue this folder's writes on ``writer`` (in order with the run's other writes) instead
+        of writing in the caller's thread; ``None`` writes directly again. Reads of a snapshot
+        (:meth:`load_state`) wait for the queued writes first."""
+        self._writer = writer
+
+    def _write(self, write: Any, *args: Any, size: int = 0) -> None:
+        if self._writer is None:
+            write(*args)
+        else:
+            self._writer.submit(write, *args, size=size)
+
+    def _missing(self, index: int) -> str:
+        """The one-line message for an ``index`` with no entry."""
+        return f"entry {index} does not exist; there are {len(self._entries)} entries (from 0)"
+
+    def entry(self, index: int) -> LeaderboardEntry:
+        """The entry at ``index`` (0 = the first in the folder's order).
+
+        Raises:
+            TournamentError: no entry there.
+        """
+        if not 0 <= index < len(self._entries):
+            raise TournamentError(self._missing(index))
+        return self._entries[index]
+
+    def load_state(self, index: int) -> dict[str, Any]:
+        """The agent ``state_dict`` stored for the entry at ``index``.
+
+        Raises:
+            TournamentError: no entry there.
+            SnapshotError: its snapshot is missing, corrupt or foreign.
+        """
+        entry = self.entry(index)
+        if self._writer is not None:
+            self._writer.flush()  # its file may still be queued
+        state = load_snapshot(entry.snapshot).get(AGENT_STATE_KEY)
+        if not isinstance(state, dict):
+            raise SnapshotError(f"{entry.snapshot} holds no agent state: foreign snapshot")
+        return state
+
+    def load_agent(self, index: int, agent_factory: AgentFactory) -> Agent:
+        """Rebuild the agent at ``index``: ``agent_factory(its config, its seed)``, then its weights.
+
+        The config class's module must already be imported (import your agent's module first).
+        """
+        entry = self.entry(index)
+        agent = agent_factory(config_from_record(entry.agent_config), entry.seed)
+        agent.load_state_dict(self.load_state(index))
+        return agent
+
+    def remove_unreferenced(self) -> list[Path]:
+        """Delete snapshot files the index does not name and temp files of interrupted writes."""
+        return remove_unreferenced_snapshots(self.directory, {entry.snapshot for entry in self._entries})
+
+
+class Leaderboard(SnapshotFolder):
     """The top-K snapshots of a tournament, best first, stored under one folder.
 
     Create with :meth:`create` (a new folder) or :meth:`open` (an existing one). A board is written
@@ -139,18 +207,6 @@ class Leaderboard:
         self._entries = entries
         self._admissions = admissions
         self._writer: OrderedWriter | None = None
-
-    def write_through(self, writer: OrderedWriter | None) -> None:
-        """Queue this board's writes on ``writer`` (in order with the run's other writes) instead
-        of writing in the caller's thread; ``None`` writes directly again. Reads of a snapshot
-        (:meth:`load_state`) wait for the queued writes first."""
-        self._writer = writer
-
-    def _write(self, write: Any, *args: Any, size: int = 0) -> None:
-        if self._writer is None:
-            write(*args)
-        else:
-            self._writer.submit(write, *args, size=size)
 
     @classmethod
     def create(cls, directory: Path, capacity: int) -> Leaderboard:
@@ -254,63 +310,17 @@ class Leaderboard:
                 ranks.append(rank)
         return ranks
 
+    def _missing(self, index: int) -> str:
+        return f"leaderboard rank {index} does not exist; it has {len(self._entries)} entries (ranks from 0)"
+
     def rank_of(self, entry: LeaderboardEntry) -> int:
         """0-based rank of ``entry`` on the board (0 = best)."""
         return self._entries.index(entry)
-
-    def load_state(self, rank: int) -> dict[str, Any]:
-        """The agent ``state_dict`` stored for the entry at ``rank`` (0 = best).
-
-        Raises:
-            TournamentError: no entry at that rank.
-            SnapshotError: its snapshot is missing, corrupt or foreign.
-        """
-        entry = self.entry(rank)
-        if self._writer is not None:
-            self._writer.flush()  # its file may still be queued
-        payload = load_snapshot(entry.snapshot)
-        state = payload.get(AGENT_STATE_KEY)
-        if not isinstance(state, dict):
-            raise SnapshotError(f"{entry.snapshot} holds no agent state: foreign snapshot")
-        return state
-
-    def entry(self, rank: int) -> LeaderboardEntry:
-        """The entry at ``rank`` (0 = best).
-
-        Raises:
-            TournamentError: no entry at that rank.
-        """
-        if not 0 <= rank < len(self._entries):
-            raise TournamentError(
-                f"leaderboard rank {rank} does not exist; it has {len(self._entries)} entries (ranks from 0)"
-            )
-        return self._entries[rank]
-
-    def load_agent(self, rank: int, agent_factory: AgentFactory) -> Agent:
-        """Rebuild the agent at ``rank``: ``agent_factory(its config, its seed)``, then its weights.
-
-        The config class's module must already be imported (import your agent's module first).
-        """
-        entry = self.entry(rank)
-        agent = agent_factory(config_from_record(entry.agent_config), entry.seed)
-        agent.load_state_dict(self.load_state(rank))
-        return agent
 
     def verify(self) -> None:
         """Load every entry's snapshot; raises :class:`SnapshotError` on the first bad one."""
         for rank in range(len(self._entries)):
             self.load_state(rank)
-
-    def remove_unreferenced(self) -> list[Path]:
-        """Delete snapshot files the index does not name and temp files of interrupted writes."""
-        used = {entry.snapshot for entry in self._entries}
-        stale = [p for p in sorted(self.directory.glob(f"*{SNAPSHOT_SUFFIX}")) if p not in used]
-        stale += sorted(self.directory.glob(f".*{TEMP_SUFFIX}"))
-        for path in stale:
-            path.unlink(missing_ok=True)
-        if stale:
-            fsync_directory(self.directory)
-        return stale
 
     def _write_index(self) -> None:
         record = {

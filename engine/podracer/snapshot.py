@@ -140,6 +140,18 @@ def write_snapshot_file(path: Path, data: bytes) -> None:
         atomic_write_bytes(path, data)
 
 
+def remove_unreferenced_snapshots(directory: Path, used: set[Path]) -> list[Path]:
+    """Delete the snapshot files in ``directory`` that ``used`` does not name, and the temp files of
+    interrupted writes (a kill between a snapshot's write and its index's); returns what was deleted."""
+    stale = [p for p in sorted(directory.glob(f"*{SNAPSHOT_SUFFIX}")) if p not in used]
+    stale += sorted(directory.glob(f".*{TEMP_SUFFIX}"))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    if stale:
+        fsync_directory(directory)
+    return stale
+
+
 def load_snapshot(path: Path) -> dict[str, Any]:
     """Load a snapshot written by :func:`save_snapshot`, refusing anything else.
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from tiny import SYMBOLS, tiny_bars, tiny_spec, trajectory_name, write_tiny_dataset
+from tiny import SYMBOLS, expected_traders, tiny_bars, tiny_spec, write_tiny_dataset
 
 import finpod
 
@@ -32,16 +32,7 @@ def test_api_run_metrics_returns_and_reload(tmp_path: Path, capsys: pytest.Captu
 
     metrics = result.metrics
     assert isinstance(metrics, pd.DataFrame)
-    trajectory = trajectory_name(metrics.index)
-    assert list(metrics.index) == [
-        "best",
-        "ensemble_top2",
-        trajectory,
-        "equal_weight",
-        "linear",
-        "market",
-        "cash",
-    ]
+    assert list(metrics.index) == expected_traders(metrics.index)
     assert {"sharpe_ratio", "max_drawdown", "calmar_ratio", "annual_return"} <= set(metrics.columns)
     best = result.backtest.traders["best"]
     assert isinstance(best.returns, pd.Series)

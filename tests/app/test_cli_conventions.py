@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tiny import tiny_bars, tiny_spec, trajectory_name, write_tiny_dataset
+from tiny import expected_traders, tiny_bars, tiny_spec, write_tiny_dataset
 
 from clirun import run_cli
 
@@ -30,16 +30,7 @@ def test_run_json_set_no_report_then_report_backtest_and_runs(spec_file: Path, t
     assert summary["status"] == "done"
     assert summary["report_html"] is None
     assert not (run_dir / "report.html").exists()
-    trajectory = trajectory_name(summary["traders"])
-    assert set(summary["traders"]) == {
-        "best",
-        "ensemble_top2",
-        trajectory,
-        "equal_weight",
-        "linear",
-        "market",
-        "cash",
-    }
+    assert set(summary["traders"]) == set(expected_traders(summary["traders"]))
     assert "sharpe_ratio" in summary["traders"]["best"]
     assert json.loads((run_dir / "spec.json").read_text())["tournament"]["budget_env_steps"] == 768
     # human text went to stderr, untruncated: the widest table line is longer than a terminal's 80

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from tiny import tiny_bars, tiny_spec, trajectory_name, write_tiny_dataset
+from tiny import expected_traders, tiny_bars, tiny_spec, trajectory_name, write_tiny_dataset
 
 import finpod
 
@@ -55,16 +55,7 @@ def test_research_script_policy_backtest_export_and_compare(tmp_path: Path) -> N
     )
     assert isinstance(moved, type(first.backtest))
     assert moved.start == pd.Timestamp("2019-11-01", tz="UTC")
-    trajectory = trajectory_name(moved.traders)
-    assert list(moved.traders) == [
-        "best",
-        "ensemble_top2",
-        trajectory,
-        "equal_weight",
-        "linear",
-        "market",
-        "cash",
-    ]
+    assert list(moved.traders) == expected_traders(moved.traders)
     assert not moved.traders["best"].returns.equals(first.backtest.traders["best"].returns)
     with pytest.raises(finpod.SpecError, match="costs: unknown key"):
         finpod.backtest_run(first, costs={"fee": 0.1})

@@ -104,3 +104,9 @@ def trajectory_name(traders: Iterable[str]) -> str:
     found = [name for name in traders if re.fullmatch(r"trajectory\d+", name)]
     assert len(found) == 1, f"expected one trajectory trader, got {found}"
     return found[0]
+
+
+def expected_traders(traders: Iterable[str]) -> list[str]:
+    """The traders and baselines of a tiny run's report, in order (its trajectory trader named as
+    ``traders`` name it)."""
+    return ["best", "ensemble_top2", trajectory_name(traders), "equal_weight", "linear", "market", "cash"]

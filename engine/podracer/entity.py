@@ -146,6 +146,15 @@ def _first_linear(network: nn.Sequential) -> nn.Linear:
     return first
 
 
+def _after_first(network: nn.Sequential, hidden: torch.Tensor) -> torch.Tensor:
+    """``network[1:](hidden)`` without building a new ``nn.Sequential`` on every call (interpreter
+    time that pod threads take turns holding)."""
+    for index, layer in enumerate(network):
+        if index:
+            hidden = layer(hidden)
+    return hidden
+
+
 def _forecast_head(width: int, generator: torch.Generator) -> nn.Sequential:
     """``(..., H) -> (..., 1)``, linear and without a bias: the forecast loss ignores a forecast's
     level common to the row's entities, so a bias would get no gradient but float noise, which Adam
@@ -224,7 +233,7 @@ class CrossSectionalActorCritic(nn.Module):
             extras = obs[:, m * f : m * (f + e)].reshape(obs.shape[0], e, m).transpose(1, 2)
             hidden += nn.functional.linear(extras, w_extras)
         hidden += nn.functional.linear(globals_, w_globals, first.bias).unsqueeze(1)
-        encoded = encoder[1:](hidden)
+        encoded = _after_first(encoder, hidden)
         return encoded, encoded.mean(dim=1), globals_
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -290,7 +299,7 @@ class CrossSectionalActorCritic(nn.Module):
         w_own, w_context = torch.split(first.weight, [width, width], dim=1)
         hidden = nn.functional.linear(encoded, w_own)
         hidden += nn.functional.linear(context, w_context, first.bias).unsqueeze(1)
-        return self.entity_head[1:](hidden).squeeze(-1)
+        return _after_first(self.entity_head, hidden).squeeze(-1)
 
     def matmul_flops_per_row(self) -> tuple[int, int]:
         """Multiply-add FLOPs of one forward pass for one observation row (``M`` entities).

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import Final
 
 import torch
-from torch import nn
 
 from podracer.entity import CrossSectionalActorCritic
+from podracer.grad_step import ClippedStep
 from podracer.networks import ActorCritic
 from podracer.ppo_config import PPOConfig
 from podracer.rollout import Rollout
@@ -171,13 +171,14 @@ class TrajectoryBuffer:
         averaged.
         """
 
+        step = ClippedStep(optimizer, cfg.max_grad_norm)
+
         def hook(epoch_kl: torch.Tensor) -> torch.Tensor:
             loss = self.loss(model, cfg.h_term_coef)
-            optimizer.zero_grad(set_to_none=True)
+            step.zero_grad()
             loss.backward()
             self.last_loss = loss.detach()
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            optimizer.step()
+            step.clip_and_step()
             return epoch_kl if then is None else then(epoch_kl)
 
         return hook

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from torch import nn
 
 from podracer.entity_advantage import entity_policy_loss
 from podracer.forecast import forecast_loss
+from podracer.grad_step import ClippedStep
 from podracer.pathwise import pathwise_loss
 from podracer.population_collect import PodBatch
 from podracer.ppo import PPOAgent, learning_rate_at
@@ -69,7 +69,7 @@ def update_population(
     forecasting = batch.entity_outcomes is not None and all(
         agent.config.forecast_coef > 0.0 for agent in agents
     )
-    parameters = [list(agent.model.parameters()) for agent in agents]
+    optimizer_steps = [ClippedStep(agent.optimizer, agent.config.max_grad_norm) for agent in agents]
     hooks = [
         None if rollout is None else agent.epoch_hooks(rollout)
         for agent, rollout in zip(agents, rollouts, strict=True)
@@ -143,13 +143,12 @@ def update_population(
                 loss = loss + forecast_coef * forecast_loss(forecast, batch.entity_outcomes[pod_rows, idx])
             if use_entropy:  # a pod with weight 0 gets exactly 0 from it
                 loss = loss - entropy_coef * dist.entropy().mean(dim=1)
-            for agent in agents:
-                agent.optimizer.zero_grad(set_to_none=True)
+            for optimizer_step in optimizer_steps:
+                optimizer_step.zero_grad()
             loss.sum().backward()
-            for agent, params, on in zip(agents, parameters, active, strict=True):
+            for optimizer_step, on in zip(optimizer_steps, active, strict=True):
                 if on:
-                    nn.utils.clip_grad_norm_(params, agent.config.max_grad_norm)
-                    agent.optimizer.step()
+                    optimizer_step.clip_and_step()
             with torch.no_grad():
                 approx_kl = ((ratio - 1.0) - log_ratio).mean(dim=1)
                 clip_frac = ((ratio - 1.0).abs() > clip_coef).float().mean(dim=1)

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch import nn
 
 from podracer.distributions import PolicyDistribution
 from podracer.entity import CrossSectionalActorCritic
 from podracer.entity_advantage import entity_policy_loss
 from podracer.forecast import forecast_loss
+from podracer.grad_step import ClippedStep
 from podracer.networks import ActorCritic
 from podracer.pathwise import pathwise_loss
 from podracer.ppo_config import PPOConfig
@@ -89,6 +89,7 @@ def ppo_update(
         else None
     )
 
+    step = ClippedStep(optimizer, cfg.max_grad_norm)
     sums = torch.zeros(5, device=device)  # policy loss, value loss, approx_kl, clip_frac, count
     epochs_run = 0
     for _ in range(cfg.update_epochs):
@@ -152,10 +153,9 @@ def ppo_update(
                 loss = loss + cfg.forecast_coef * forecast_loss(forecast, forecast_outcomes[idx])
             if cfg.entropy_coef > 0.0:  # the Beta entropy's digammas are costly: skip them when unused
                 loss = loss - cfg.entropy_coef * dist.entropy().mean()
-            optimizer.zero_grad(set_to_none=True)
+            step.zero_grad()
             loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            optimizer.step()
+            step.clip_and_step()
 
             with torch.no_grad():
                 approx_kl = ((ratio - 1.0) - log_ratio).mean()

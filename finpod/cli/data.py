@@ -12,14 +12,8 @@ from typing import Annotated, Literal
 import typer
 from rich.table import Table
 
+from finpod.alpaca_endpoints import ALPACA_DATA_URL
 from finpod.cli.output import err_console, out_console
-from finpod.data.alpaca_source import (
-    ALPACA_DATA_URL,
-    DEFAULT_RETRY,
-    default_cache_dir,
-    fetch_bars,
-    make_client,
-)
 from finpod.data.dataset_info import DatasetInfo, dataset_info
 from finpod.data.importers import DuplicatePolicy, OutlierPolicy, import_paths
 from finpod.data.importers.naive_times import BarAnchor, naive_reading
@@ -247,6 +241,13 @@ def fetch(
 
     Keys come from APCA_API_KEY_ID / APCA_API_SECRET_KEY.
     """
+    from finpod.data.alpaca_source import (  # alpaca-py loads here, not on every finpod command
+        DEFAULT_RETRY,
+        default_cache_dir,
+        fetch_bars,
+        make_client,
+    )
+
     frequency = freq
     first, last = _date(start, "--start"), _date(end, "--end")
     timeouts = dataclasses.replace(DEFAULT_TIMEOUTS, read_s=timeout)

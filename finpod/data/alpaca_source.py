@@ -59,6 +59,7 @@ from alpaca.data.models.corporate_actions import CorporateActionsSet, ForwardSpl
 from alpaca.data.requests import CorporateActionsRequest, StockBarsRequest
 from alpaca.data.timeframe import TimeFrame
 
+from finpod.alpaca_endpoints import ALPACA_DATA_URL
 from finpod.data import xnas_sessions
 from finpod.data.calendar import EXCHANGE_TIMEZONE
 from finpod.data.importers.common import OUTSIDE_REGULAR_HOURS, ZERO_VOLUME_BARS
@@ -79,7 +80,6 @@ from podracer.api import atomic_write_bytes
 
 KEY_ID_VARIABLE: Final[str] = "APCA_API_KEY_ID"
 SECRET_KEY_VARIABLE: Final[str] = "APCA_API_SECRET_KEY"
-ALPACA_DATA_URL: Final[str] = "https://data.alpaca.markets"
 _HTTP_UNAUTHORIZED: Final[int] = 401
 _HTTP_FORBIDDEN: Final[int] = 403
 _MAX_SERVER_MESSAGE_CHARS: Final[int] = 200

@@ -33,7 +33,6 @@ from finpod.paper.broker import (
 )
 from finpod.paper.keys import AlpacaKeys, Redactor
 
-PAPER_TRADING_URL: Final[str] = "https://paper-api.alpaca.markets"
 HTTP_UNAUTHORIZED: Final[int] = 401
 HTTP_TOO_MANY: Final[int] = 429
 HTTP_SERVER_ERROR: Final[int] = 500

@@ -16,7 +16,7 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,7 +32,6 @@ from finpod.net import Timeouts, install_timeouts
 from finpod.paper.keys import AlpacaKeys
 
 logger = logging.getLogger("finpod.paper")
-ALPACA_STREAM_URL: Final[str] = "wss://stream.data.alpaca.markets/v2/iex"
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,14 @@ import pandas as pd
 import requests
 from alpaca.common.exceptions import APIError
 
+from finpod.alpaca_endpoints import ALPACA_DATA_URL, ALPACA_STREAM_URL, PAPER_TRADING_URL
 from finpod.errors import FinpodError
 from finpod.net import redact
-from finpod.paper.alpaca_broker import PAPER_TRADING_URL, AlpacaBroker
+from finpod.paper.alpaca_broker import AlpacaBroker
 from finpod.paper.broker import Broker, BrokerBusy, BrokerUnreachable
 from finpod.paper.decision import LiveRun, load_live
 from finpod.paper.features import OnlineFeatures
-from finpod.paper.feed import ALPACA_STREAM_URL, AlpacaBars, BarAligner, Row, align_history
+from finpod.paper.feed import AlpacaBars, BarAligner, Row, align_history
 from finpod.paper.journal import Journal
 from finpod.paper.keys import AlpacaKeys, Redactor
 from finpod.paper.limits import NS_PER_SECOND, Guard, session_of_bar
@@ -42,7 +43,6 @@ from finpod.paper.session import BarView, PaperSession
 from finpod.paper.sizing import ALPACA_MIN_NOTIONAL_USD, OrderLimits
 
 logger = logging.getLogger("finpod.paper")
-ALPACA_DATA_URL: Final[str] = "https://data.alpaca.markets"
 TRADING_URL_VARIABLE: Final[str] = "APCA_API_BASE_URL"
 DATA_URL_VARIABLE: Final[str] = "APCA_API_DATA_URL"
 STREAM_URL_VARIABLE: Final[str] = "APCA_API_STREAM_URL"

@@ -1,4 +1,4 @@
-"""The CLI starts without the benchmarks and the pipeline: they load inside the commands that use them."""
+"""The CLI starts without the benchmarks, the pipeline or alpaca-py: the commands that use them load them."""
 
 from __future__ import annotations
 
@@ -8,10 +8,17 @@ import sys
 from finpod.bench import skill_bench
 from finpod.bench.skill_names import CASE_NAMES, CONTENDERS, DEFAULT_CASES, HYPER_SETS
 
-HEAVY = ("finpod.bench.skill_bench", "finpod.pipeline.main", "finpod.report", "empyrical", "matplotlib")
+HEAVY = (
+    "finpod.bench.skill_bench",
+    "finpod.pipeline.main",
+    "finpod.report",
+    "empyrical",
+    "matplotlib",
+    "alpaca",  # `finpod data fetch` and `finpod paper` load it (about 0.6 s)
+)
 
 
-def test_importing_the_cli_loads_no_benchmark_pipeline_or_report() -> None:
+def test_importing_the_cli_loads_no_benchmark_pipeline_report_or_alpaca() -> None:
     probe = f"import sys, finpod.cli; print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

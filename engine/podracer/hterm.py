@@ -37,6 +37,7 @@ from typing import Final
 
 import torch
 
+from podracer.adam import FusedAdam
 from podracer.entity import CrossSectionalActorCritic
 from podracer.grad_step import ClippedStep
 from podracer.networks import ActorCritic
@@ -159,7 +160,7 @@ class TrajectoryBuffer:
     def epoch_hook(
         self,
         model: ActorCritic | CrossSectionalActorCritic,
-        optimizer: torch.optim.Optimizer,
+        optimizer: FusedAdam,
         cfg: PPOConfig,
         then: Callable[[torch.Tensor], torch.Tensor] | None,
     ) -> Callable[[torch.Tensor], torch.Tensor]:

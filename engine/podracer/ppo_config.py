@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal
 
 import torch
 
+from podracer.adam import FusedAdam
 from podracer.entity import CrossSectionalActorCritic, EntityLayout
 from podracer.errors import PodracerError
 from podracer.networks import Activation, ActorCritic
@@ -328,21 +329,23 @@ def build_model(
     )
 
 
-def build_optimizer(model: torch.nn.Module, config: PPOConfig) -> torch.optim.Adam:
+def build_optimizer(model: torch.nn.Module, config: PPOConfig) -> FusedAdam:
     """A fresh Adam over ``model``'s parameters at ``config``'s learning rate, eps and decoupled weight
-    decay (fused: one kernel per step over all parameters, on the CPU and CUDA; with
-    ``weight_decay = 0`` it is plain Adam)."""
-    return torch.optim.Adam(
+    decay: :class:`~podracer.adam.FusedAdam`, torch's fused kernel (one call per step over all
+    parameters, on the CPU and CUDA) with ``torch.optim.Adam``'s state dict; with
+    ``weight_decay = 0`` it is plain Adam."""
+    return FusedAdam(
         model.parameters(),
         lr=config.learning_rate,
         eps=config.adam_eps,
         weight_decay=config.weight_decay,
         decoupled_weight_decay=True,
-        fused=True,
     )
 
 
-def set_optimizer_hypers(optimizer: torch.optim.Optimizer, config: PPOConfig, learning_rate: float) -> None:
+def set_optimizer_hypers(
+    optimizer: FusedAdam | torch.optim.Optimizer, config: PPOConfig, learning_rate: float
+) -> None:
     """Write ``learning_rate`` and ``config``'s eps and weight decay into every parameter group (a
     round's scheduled rate, or a perturbed config's values; the moments are kept)."""
     for group in optimizer.param_groups:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import torch
 
+from podracer.adam import FusedAdam
 from podracer.entity import CrossSectionalActorCritic, EntityLayout
 from podracer.errors import SnapshotError
 from podracer.eval_average import EvalAverage, average_state
@@ -41,7 +42,7 @@ class Snapshotted(Protocol):
     model: ActorCritic | CrossSectionalActorCritic
     eval_average: EvalAverage | None
     obs_stats: RunningMeanStd
-    optimizer: torch.optim.Adam
+    optimizer: FusedAdam
     env_steps: int
     policy_version: int
     generator: torch.Generator
@@ -133,9 +134,7 @@ def check_same_network(state: Mapping[str, Any], obs_dim: int, action_dim: int, 
         )
 
 
-def load_optimizer_state(
-    optimizer: torch.optim.Optimizer, state: Mapping[str, Any], config: PPOConfig
-) -> None:
+def load_optimizer_state(optimizer: FusedAdam, state: Mapping[str, Any], config: PPOConfig) -> None:
     """Load a snapshot's Adam moments into a fresh ``optimizer``, at ``config``'s learning rate and eps.
 
     A copy is loaded: torch's load keeps same-device tensors, and the donor of the snapshot may be live.

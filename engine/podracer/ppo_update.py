@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import torch
 
+from podracer.adam import FusedAdam
 from podracer.distributions import PolicyDistribution
 from podracer.entity import CrossSectionalActorCritic
 from podracer.entity_advantage import entity_policy_loss
@@ -24,7 +25,7 @@ from podracer.rollout import Rollout
 
 def ppo_update(
     model: ActorCritic | CrossSectionalActorCritic,
-    optimizer: torch.optim.Optimizer,
+    optimizer: FusedAdam,
     rollout: Rollout,
     cfg: PPOConfig,
     lr: float,

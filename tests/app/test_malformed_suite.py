@@ -940,7 +940,7 @@ def test_malformed_input_is_one_line_exit_2_nothing_written(
         status = case.broker_status
         monkeypatch.setenv("APCA_API_KEY_ID", KEY_ID if status != 401 else "wrong-key")
         monkeypatch.setenv("APCA_API_SECRET_KEY", SECRET)
-        monkeypatch.setattr("finpod.cli.data.DEFAULT_RETRY", NO_WAIT)
+        monkeypatch.setattr("finpod.data.alpaca_source.DEFAULT_RETRY", NO_WAIT)  # read by `data fetch`
         with FakeAlpacaServer(key_id=KEY_ID, secret_key=SECRET) as fake:
             if status in (403, 500):
                 fake.fail_next(status, times=100)

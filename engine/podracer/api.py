@@ -14,8 +14,9 @@ What is here:
   :class:`Leaderboard` and the run directory's files (:func:`leaderboard_of`,
   :func:`has_leaderboard`, :func:`tournament_exists`), its :class:`TrajectoryArchive`
   (:func:`archive_of`);
-* where pods train: :class:`LocalBackend`, :class:`PopulationBackend`, :func:`ray_backend` (Ray is
-  imported only when it is called);
+* where pods train: :class:`LocalBackend`, :class:`ProcessBackend` (:func:`default_start_method`:
+  how its workers start here), :class:`PopulationBackend`, :func:`ray_backend` (Ray is imported only
+  when it is called);
 * the agent: :class:`PPOAgent`, :class:`PPOConfig`, the cross-sectional :class:`EntityLayout`, frozen
   evaluation copies (:class:`FrozenActorPolicy`, :class:`StackedActors`, :class:`RowWisePolicy`),
   learner fusion (:func:`fused_agent_factory`);
@@ -27,7 +28,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from podracer.archive import TrajectoryArchive
-from podracer.backends import Backend, LocalBackend, PopulationBackend
+from podracer.backends import Backend, LocalBackend, PopulationBackend, ProcessBackend
+from podracer.backends.processes import default_start_method
 from podracer.config import PoolSchedule, TournamentConfig
 from podracer.ensemble import EnsemblePolicy
 from podracer.entity import EntityLayout
@@ -77,6 +79,7 @@ __all__ = [
     "Policy",
     "PoolSchedule",
     "PopulationBackend",
+    "ProcessBackend",
     "RoundStats",
     "RowWisePolicy",
     "ScoresMany",
@@ -92,6 +95,7 @@ __all__ = [
     "archive_of",
     "atomic_write_bytes",
     "budget_fraction",
+    "default_start_method",
     "deterministic_policy",
     "fsync_directory",
     "fused_agent_factory",

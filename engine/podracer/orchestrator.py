@@ -53,7 +53,7 @@ from podracer.events import (
 from podracer.generator import Generator
 from podracer.judge import idle_reason, judge_crash, judge_round
 from podracer.ledger import PoolLedger
-from podracer.pod import AgentFactory, EnvFactory, Evaluate, Pod, RoundResult, check_agent_config
+from podracer.pod import AgentFactory, EnvFactory, Evaluate, Pod, PodAgent, RoundResult, check_agent_config
 from podracer.rundir import RunDirectory
 from podracer.runfiles import CONFIG_NAME, LEADERBOARD_DIR, PODS_DIR, STATE_NAME, pod_record, read_config
 from podracer.schedule import pool_target
@@ -176,6 +176,21 @@ class Tournament:
     ) -> None:
         """:meth:`close`."""
         self.close()
+
+    def agent_of(self, pod_id: int) -> PodAgent:
+        """The agent of live pod ``pod_id``, as its latest finished round left it (every backend
+        loads a round's trained state into it before the round is judged): for an ``on_event``
+        callback to look at the policy a ``round_finished`` event scored, wherever the round ran.
+
+        Raises:
+            TournamentError: no live pod has that id.
+        """
+        pod = self._ledger.pods.get(pod_id)
+        if pod is None:
+            raise TournamentError(
+                f"no live pod {pod_id}; an on_event callback sees a pod's agent until the pod leaves"
+            )
+        return pod.agent
 
     # ------------------------------------------------------------------ the loop
 

@@ -8,5 +8,6 @@
 from podracer.backends.base import Backend, LockstepBackend, RoundTask
 from podracer.backends.local import LocalBackend
 from podracer.backends.population import PopulationBackend
+from podracer.backends.processes import ProcessBackend
 
-__all__ = ["Backend", "LocalBackend", "LockstepBackend", "PopulationBackend", "RoundTask"]
+__all__ = ["Backend", "LocalBackend", "LockstepBackend", "PopulationBackend", "ProcessBackend", "RoundTask"]

@@ -1,18 +1,13 @@
-"""The pod worker: the Ray actor that runs rounds of the pod it holds, and the state it sends back.
+"""The pod worker: the Ray actor that runs rounds of the pod it holds (a :class:`PodHost`).
 
 A worker keeps its pod's agent and env between that pod's rounds. The application's code (the
 factories and ``evaluate``) reaches it through the object store, fetched once; agent states travel
-as tensors only: ``state_dict`` bytes written by ``torch.save`` and read back with
-``torch.load(weights_only=True)`` (:func:`pack_state`, :func:`unpack_state`), so an arbitrary pickled
-object is refused on either side.
+as tensors only (:func:`pack_state`, :func:`unpack_state` in :mod:`podracer.backends.pod_host`).
 """
 
 from __future__ import annotations
 
-import io
 import os
-from collections.abc import Mapping
-from dataclasses import asdict
 from typing import Any
 
 # First: importing ray_cluster sets Ray's environment, which Ray reads once when it is imported.
@@ -22,37 +17,9 @@ from podracer.backends import ray_cluster  # noqa: F401
 import ray
 import torch
 
-from podracer.errors import SnapshotError, TournamentError
-from podracer.pod import AgentFactory, EnvFactory, Evaluate, Pod, run_round
+from podracer.backends.pod_host import Code, PodHost, WorkerLostError, pack_state, unpack_state
 
-
-class WorkerLostError(TournamentError):
-    """A pod worker died mid-round (node lost, out of memory, killed); the round's work is lost."""
-
-
-def pack_state(state: Mapping[str, Any]) -> bytes:
-    """An agent ``state_dict`` (tensors and plain values) as ``torch.save`` bytes."""
-    buffer = io.BytesIO()
-    torch.save(dict(state), buffer)
-    return buffer.getvalue()
-
-
-def unpack_state(data: bytes) -> dict[str, Any]:
-    """Read :func:`pack_state` bytes with ``torch.load(weights_only=True)`` onto the CPU.
-
-    Raises:
-        SnapshotError: the bytes hold anything but tensors and plain values (a pickled object).
-    """
-    try:
-        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise SnapshotError(
-            f"an agent state from a pod worker is not tensors and plain values ({type(exc).__name__}); "
-            "refusing to unpickle it"
-        ) from None
-    if not isinstance(state, dict):
-        raise SnapshotError(f"an agent state from a pod worker is a {type(state).__name__}, not a dict")
-    return state
+__all__ = ["PodWorker", "WorkerLostError", "pack_state", "unpack_state"]
 
 
 class PodWorker:
@@ -66,9 +33,8 @@ class PodWorker:
         """See the class docstring."""
         torch.set_num_threads(torch_threads)
         self._code_key: str | None = None
-        self._code: tuple[AgentFactory, EnvFactory, Evaluate] | None = None
-        self._incarnation: int | None = None
-        self._pod: Pod | None = None
+        self._code: Code | None = None
+        self._host = PodHost()
 
     def where(self) -> dict[str, Any]:
         """``pid`` and ``node_id`` of this worker."""
@@ -84,51 +50,11 @@ class PodWorker:
         train_rounds: int,
         state: bytes | None,
     ) -> tuple[dict[str, Any], bytes]:
-        """Run one round of pod ``incarnation``; returns the :class:`RoundResult` fields and the new state.
-
-        Args:
-            code: ``[ObjectRef]`` of ``(agent_factory, env_factory, evaluate)`` (boxed: fetched once).
-            incarnation: the backend's id of this pod object; a new one builds a new agent and env.
-            pod_id: the pod's id (for messages).
-            agent_config: the pod's hyper-parameters.
-            seed: the pod's seed (its agent's and env's).
-            train_rounds: agent rounds before the evaluation.
-            state: :func:`pack_state` bytes of the agent to start from; ``None`` to continue with the
-                agent this worker holds (only for the incarnation it holds).
-        """
+        """Run one round of pod ``incarnation`` (:meth:`PodHost.run_round`); ``code`` is
+        ``[ObjectRef]`` of ``(agent_factory, env_factory, evaluate)`` (boxed: fetched once)."""
         key = code[0].hex()
         if key != self._code_key:
             self._code = ray.get(code[0])
             self._code_key = key
         assert self._code is not None
-        agent_factory, env_factory, evaluate = self._code
-        if incarnation != self._incarnation or self._pod is None:
-            if state is None:
-                raise TournamentError(
-                    f"pod worker holds no agent for pod {pod_id}; the backend must send one"
-                )
-            self._incarnation, self._pod = None, None
-            agent = agent_factory(agent_config, seed)
-            agent.load_state_dict(unpack_state(state))
-            self._pod = Pod(
-                pod_id=pod_id,
-                parent_id=None,
-                lineage_id=pod_id,
-                generation=0,
-                seed=seed,
-                agent_config=agent_config,
-                agent=agent,
-                env=env_factory(seed),
-                policy_version=0,
-                env_steps=0,
-            )
-            self._incarnation = incarnation
-        elif state is not None:
-            self._pod.agent.load_state_dict(unpack_state(state))
-        pod = self._pod
-        try:
-            result = run_round(pod, train_rounds, evaluate)
-        except BaseException:
-            self._incarnation, self._pod = None, None  # half-trained: rebuild from the orchestrator's state
-            raise
-        return asdict(result), pack_state(pod.agent.state_dict())
+        return self._host.run_round(self._code, incarnation, pod_id, agent_config, seed, train_rounds, state)

@@ -1,0 +1,125 @@
+"""What a pod worker in another process holds and does: a pod's agent and env kept between its
+rounds, and the agent state that travels as tensors.
+
+Shared by the Ray actor (:mod:`podracer.backends.ray_worker`) and the process pool's worker
+(:mod:`podracer.backends.process_worker`); imports neither Ray nor any transport.
+
+Agent states travel as ``state_dict`` bytes written by ``torch.save`` and read back with
+``torch.load(weights_only=True)`` (:func:`pack_state`, :func:`unpack_state`), so an arbitrary pickled
+object is refused on either side.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+import torch
+
+from podracer.errors import SnapshotError, TournamentError
+from podracer.pod import AgentFactory, EnvFactory, Evaluate, Pod, run_round
+
+Code = tuple[AgentFactory, EnvFactory, Evaluate]
+"""The application's code a worker runs: ``(agent_factory, env_factory, evaluate)``."""
+
+
+class WorkerLostError(TournamentError):
+    """A pod worker died mid-round (node lost, out of memory, killed); the round's work is lost."""
+
+
+def pack_state(state: Mapping[str, Any]) -> bytes:
+    """An agent ``state_dict`` (tensors and plain values) as ``torch.save`` bytes."""
+    buffer = io.BytesIO()
+    torch.save(dict(state), buffer)
+    return buffer.getvalue()
+
+
+def unpack_state(data: bytes) -> dict[str, Any]:
+    """Read :func:`pack_state` bytes with ``torch.load(weights_only=True)`` onto the CPU.
+
+    Raises:
+        SnapshotError: the bytes hold anything but tensors and plain values (a pickled object).
+    """
+    try:
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise SnapshotError(
+            f"an agent state from a pod worker is not tensors and plain values ({type(exc).__name__}); "
+            "refusing to unpickle it"
+        ) from None
+    if not isinstance(state, dict):
+        raise SnapshotError(f"an agent state from a pod worker is a {type(state).__name__}, not a dict")
+    return state
+
+
+class PodHost:
+    """One pod's agent and env, kept between that pod's rounds in a worker process.
+
+    The driver numbers every pod object it sends a worker (an *incarnation*); a new number builds a
+    new agent and env from the factories and the state sent along, the same number continues with
+    what the host holds (and its env's episode), as the orchestrator's own process would.
+    """
+
+    def __init__(self) -> None:
+        """An empty host (no pod yet)."""
+        self._incarnation: int | None = None
+        self._pod: Pod | None = None
+
+    def run_round(
+        self,
+        code: Code,
+        incarnation: int,
+        pod_id: int,
+        agent_config: Any,
+        seed: int,
+        train_rounds: int,
+        state: bytes | None,
+    ) -> tuple[dict[str, Any], bytes]:
+        """Run one round of pod ``incarnation``; returns the :class:`RoundResult` fields and the new state.
+
+        Args:
+            code: the application's factories and ``evaluate``.
+            incarnation: the driver's id of this pod object; a new one builds a new agent and env.
+            pod_id: the pod's id (for messages).
+            agent_config: the pod's hyper-parameters.
+            seed: the pod's seed (its agent's and env's).
+            train_rounds: agent rounds before the evaluation.
+            state: :func:`pack_state` bytes of the agent to start from; ``None`` to continue with the
+                agent this host holds (only for the incarnation it holds).
+
+        Raises:
+            TournamentError: a new incarnation came without a state.
+        """
+        agent_factory, env_factory, evaluate = code
+        if incarnation != self._incarnation or self._pod is None:
+            if state is None:
+                raise TournamentError(
+                    f"pod worker holds no agent for pod {pod_id}; the backend must send one"
+                )
+            self._incarnation, self._pod = None, None
+            agent = agent_factory(agent_config, seed)
+            agent.load_state_dict(unpack_state(state))
+            self._pod = Pod(
+                pod_id=pod_id,
+                parent_id=None,
+                lineage_id=pod_id,
+                generation=0,
+                seed=seed,
+                agent_config=agent_config,
+                agent=agent,
+                env=env_factory(seed),
+                policy_version=0,
+                env_steps=0,
+            )
+            self._incarnation = incarnation
+        elif state is not None:
+            self._pod.agent.load_state_dict(unpack_state(state))
+        pod = self._pod
+        try:
+            result = run_round(pod, train_rounds, evaluate)
+        except BaseException:
+            self._incarnation, self._pod = None, None  # half-trained: rebuild from the driver's state
+            raise
+        return asdict(result), pack_state(pod.agent.state_dict())

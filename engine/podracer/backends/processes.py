@@ -1,0 +1,408 @@
+"""The process backend: pods as worker processes on this machine, one round at a time each.
+
+Threads (:class:`~podracer.backends.local.LocalBackend`) share one interpreter: a pod round of small
+networks is thousands of short torch calls, and the pod threads take turns holding the interpreter
+between them, so on a CPU a second core adds little. Here every pod trains in its own Python process
+(:mod:`podracer.backends.process_worker`, started with this interpreter), which keeps the pod's
+agent and env between its rounds as a Ray actor does (:class:`~podracer.backends.pod_host.PodHost`),
+and the orchestrator keeps everything durable in its own process.
+
+What travels (over a local socket pair per worker): the application's code, ``cloudpickle`` bytes of
+``(agent_factory, env_factory, evaluate)``, once per worker; a pod's agent state as tensors only
+(``torch.save`` bytes read with ``weights_only=True``), sent when the worker does not hold the pod's
+current state already and returned after every round, loaded into ``task.pod.agent`` before the
+round's future resolves. A pod stays on the worker that holds it, so its env's episode continues as
+in the orchestrator's process: with ``judge_order = "submission"``, the same seeds give the same
+leaderboard as the thread backend (tested on the toy task).
+
+Workers start when the backend is made, one per slot. On Linux they are forked from this process
+(``start = "fork"``, the default there), so they start in milliseconds with every module this process
+has imported, before the backend starts any thread of its own; elsewhere, and for a worker that
+replaces a lost one, a fresh interpreter runs :mod:`podracer.backends.process_worker` (``"spawn"``:
+importing torch and the application's modules, seconds per worker). A worker that dies mid-round
+fails that round with :class:`~podracer.backends.pod_host.WorkerLostError`; the orchestrator
+restores the pod from its snapshot on another worker. When the driver dies, its workers read the
+socket's end and exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import itertools
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from concurrent.futures import CancelledError, Future
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any, Literal, Protocol, TypeVar
+
+import cloudpickle  # type: ignore[import-untyped]
+import torch
+
+from podracer.backends import process_worker
+from podracer.backends.base import RoundTask
+from podracer.backends.pod_host import WorkerLostError, pack_state, unpack_state
+from podracer.errors import TournamentError
+from podracer.pod import Pod, RoundResult
+
+T = TypeVar("T")
+
+MAX_FD = 1 << 20
+"""Above any descriptor a process opens here (``closerange`` closes the inherited ones below it)."""
+STOP_TIMEOUT_S = 10.0
+"""How long :meth:`ProcessBackend.shutdown` waits for a worker to exit before killing it, seconds."""
+
+
+StartMethod = Literal["fork", "spawn"]
+"""How a worker process starts: forked from this one, or a fresh interpreter."""
+
+
+def default_start_method() -> StartMethod:
+    """``fork`` on Linux, ``spawn`` elsewhere (macOS's system libraries are not fork-safe) and once
+    this process has initialised CUDA (a forked child cannot use it)."""
+    linux = sys.platform.startswith("linux") and hasattr(os, "fork")
+    return "fork" if linux and not torch.cuda.is_initialized() else "spawn"
+
+
+class _Process(Protocol):
+    """What the backend needs of a worker process (``subprocess.Popen`` has it)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+class _ForkedProcess:
+    """A forked child as :class:`_Process`."""
+
+    def __init__(self, pid: int) -> None:
+        self._pid = pid
+        self._code: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    def poll(self) -> int | None:
+        if self._code is None:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.waitpid(self._pid, os.WNOHANG)
+                if pid == self._pid:
+                    self._code = os.waitstatus_to_exitcode(status)
+        return self._code
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"pod worker {self._pid}", timeout or 0.0)
+            time.sleep(0.01)
+        return code
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self._pid, 9)
+
+
+@dataclass(eq=False)
+class _Worker:
+    process: _Process
+    connection: Connection
+    code_key: int = -1
+    incarnation: int = -1
+    pod_ref: weakref.ref[Pod] | None = None
+    agent_env_steps: int = -1
+    busy: bool = False
+    lost: bool = False
+    last_used: float = field(default_factory=time.monotonic)
+    reply: Callable[[tuple[Any, ...] | None], None] | None = None
+
+
+class ProcessBackend:
+    """Runs pod rounds in ``slots`` worker processes on this machine; see the module docstring.
+
+    Args:
+        slots: rounds run at once, and worker processes started (>= 1).
+        torch_threads_per_worker: torch intra-op threads of each worker (>= 1).
+        start: ``"fork"`` or ``"spawn"`` (see the module docstring); ``None``: :func:`default_start_method`.
+        python: the interpreter a spawned worker runs (this one by default).
+
+    Raises:
+        TournamentError: a bad setting, or a worker cannot be started.
+    """
+
+    def __init__(
+        self,
+        slots: int,
+        torch_threads_per_worker: int = 1,
+        start: StartMethod | None = None,
+        python: str | None = None,
+    ) -> None:
+        """See the class docstring."""
+        if slots < 1:
+            raise TournamentError(f"ProcessBackend slots is {slots}; it must be at least 1")
+        if torch_threads_per_worker < 1:
+            raise TournamentError(f"torch_threads_per_worker is {torch_threads_per_worker}; use >= 1")
+        self._slots = slots
+        self._threads = torch_threads_per_worker
+        self._python = python or sys.executable
+        self._lock = threading.Lock()
+        self._incarnations = itertools.count()
+        self._code: tuple[tuple[Any, ...], int, bytes] | None = None
+        self._code_keys = itertools.count()
+        self._pending: set[Future[Any]] = set()
+        self.start: StartMethod = start or default_start_method()
+        if self.start not in ("fork", "spawn"):
+            raise TournamentError(f"start is {self.start!r}; use 'fork' or 'spawn'")
+        self._workers: list[_Worker] = []
+        for _ in range(slots):  # forks all of them before any reader thread runs
+            self._workers.append(self._fork_worker() if self.start == "fork" else self._spawn_worker())
+        for worker in self._workers:
+            self._start_reader(worker)
+
+    # ------------------------------------------------------------------ workers
+
+    def _fork_worker(self) -> _Worker:
+        """Fork a worker; the child serves its socket and exits without running this process's exit code.
+
+        The child keeps only its socket and stdin, stdout and stderr: an inherited descriptor would
+        hold what this process holds after it dies (a run folder's ``flock``, which a resume after a
+        kill must be able to take at once; another worker's socket, whose end tells that worker its
+        driver is gone; a pipe a caller reads to its end). Its copy of this process's objects is
+        frozen out of the cyclic collector (``gc.freeze``), so none that wraps a closed descriptor
+        is ever finalised there.
+        """
+        ours, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 0
+            try:
+                gc.freeze()
+                fd = theirs.detach()
+                os.closerange(3, fd)
+                os.closerange(fd + 1, MAX_FD)
+                process_worker.run_worker(fd, self._threads)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        theirs.close()
+        return _Worker(process=_ForkedProcess(pid), connection=Connection(ours.detach()))
+
+    def _spawn_worker(self) -> _Worker:
+        """Start a fresh interpreter as a worker."""
+        ours, theirs = socket.socketpair()
+        environment = dict(os.environ)
+        paths = [path or os.getcwd() for path in sys.path]  # the modules this process can import
+        environment["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        module = "podracer.backends.process_worker"
+        command = [self._python, "-m", module, str(theirs.fileno()), str(self._threads)]
+        try:
+            process = subprocess.Popen(
+                command, pass_fds=[theirs.fileno()], env=environment, stdin=subprocess.DEVNULL
+            )
+        except OSError as exc:
+            ours.close()
+            raise TournamentError(f"cannot start a pod worker process ({exc}); use backend 'local'") from None
+        finally:
+            theirs.close()
+        return _Worker(process=process, connection=Connection(ours.detach()))
+
+    def _start_reader(self, worker: _Worker) -> None:
+        name = f"podracer-process-reader-{worker.process.pid}"
+        threading.Thread(target=self._read, args=(worker,), name=name, daemon=True).start()
+
+    def _read(self, worker: _Worker) -> None:
+        """Hand every reply of ``worker`` to the round waiting for it; on the socket's end, fail it."""
+        while True:
+            try:
+                reply: tuple[Any, ...] | None = pickle.loads(worker.connection.recv_bytes())
+            except (EOFError, OSError):
+                reply = None
+            with self._lock:
+                deliver, worker.reply = worker.reply, None
+                if reply is None:
+                    worker.lost = True
+            if deliver is not None:
+                deliver(reply)
+            deliver = None  # the round's task holds its pod: keep no reference once it is delivered
+            if reply is None:
+                return
+
+    def slots(self) -> int:
+        """Rounds this backend runs at once."""
+        return self._slots
+
+    def pids(self) -> list[int]:
+        """Process ids of the live workers."""
+        with self._lock:
+            return [w.process.pid for w in self._workers if not w.lost]
+
+    # ------------------------------------------------------------------ rounds
+
+    def submit(self, task: Callable[[], T]) -> Future[T]:
+        """Run a :class:`~podracer.backends.RoundTask` on a worker process; its future resolves after
+        the trained state is loaded into ``task.pod.agent``.
+
+        Raises:
+            TournamentError: ``task`` is not a ``RoundTask``, or the tournament's factories cannot be
+                pickled.
+        """
+        if not isinstance(task, RoundTask):
+            raise TournamentError(
+                f"ProcessBackend runs the orchestrator's RoundTask objects only, got {type(task).__name__}; "
+                "use LocalBackend for arbitrary callables"
+            )
+        pod = task.pod
+        code_key, code = self._code_bytes(task)
+        outer: Future[Any] = Future()
+        with self._lock:
+            worker = self._pick(pod)
+            fresh = _alive(worker.pod_ref) is not pod or worker.agent_env_steps != pod.agent.env_steps
+            if fresh:
+                worker.incarnation = next(self._incarnations)
+                worker.pod_ref = weakref.ref(pod)
+            send_code = worker.code_key != code_key
+            worker.code_key = code_key
+            worker.busy = True
+            worker.reply = lambda reply: self._finish(task, worker, reply, outer)
+            self._pending.add(outer)
+        state = pack_state(pod.agent.state_dict()) if fresh else None
+        request = (
+            "round",
+            code_key,
+            code if send_code else None,
+            worker.incarnation,
+            pod.pod_id,
+            pod.agent_config,
+            pod.seed,
+            task.train_rounds,
+            state,
+        )
+        with contextlib.suppress(OSError):  # the worker is gone: its reader fails the round
+            worker.connection.send_bytes(cloudpickle.dumps(request))
+        return outer
+
+    def _pick(self, pod: Pod) -> _Worker:
+        """The worker for a round of ``pod`` (called under the lock).
+
+        The idle worker holding ``pod``; else an idle one whose pod is gone; else a new one. Never
+        the worker of another live pod: that pod's next round would rebuild its env on another
+        worker, and the leaderboard would depend on timing. A dropped pod can live on in a
+        reference cycle, so a collection runs before a new worker is started.
+        """
+        self._workers = [w for w in self._workers if not (w.lost and not w.busy)]
+        idle = [w for w in self._workers if not w.busy and not w.lost]
+        for worker in idle:
+            if _alive(worker.pod_ref) is pod:
+                return worker
+        free = [w for w in idle if _alive(w.pod_ref) is None]
+        if not free:
+            gc.collect()
+            free = [w for w in idle if _alive(w.pod_ref) is None]
+        if free:
+            return min(free, key=lambda w: w.last_used)  # a fresh agent and env: any gives the same round
+        worker = self._spawn_worker()  # threads run now: a fresh interpreter, not a fork
+        self._workers.append(worker)
+        self._start_reader(worker)
+        return worker
+
+    def _code_bytes(self, task: RoundTask) -> tuple[int, bytes]:
+        """The task's factories as ``cloudpickle`` bytes, pickled once per distinct set of them."""
+        code = (task.agent_factory, task.env_factory, task.evaluate)
+        with self._lock:
+            if self._code is not None and all(a is b for a, b in zip(self._code[0], code, strict=True)):
+                return self._code[1], self._code[2]
+        try:
+            data = cloudpickle.dumps(code)
+        except Exception as exc:
+            raise TournamentError(
+                f"the agent factory, env factory or evaluate function cannot be sent to pod worker "
+                f"processes ({type(exc).__name__}: {exc}); make them picklable (module-level functions, "
+                "or closures over tensors and plain values), or use backend 'local'"
+            ) from None
+        with self._lock:
+            self._code = (code, next(self._code_keys), data)
+            return self._code[1], data
+
+    def _finish(
+        self, task: RoundTask, worker: _Worker, reply: tuple[Any, ...] | None, outer: Future[Any]
+    ) -> None:
+        """Turn a worker's reply into the round's outcome (called on the worker's reader thread)."""
+        outcome: RoundResult | BaseException
+        try:
+            if reply is None:
+                code = worker.process.poll()
+                outcome = WorkerLostError(
+                    f"pod {task.pod.pod_id}'s worker process (pid {worker.process.pid}) died mid-round "
+                    f"(exit code {code}; out of memory or killed)"
+                )
+            elif reply[0] == "ok":
+                task.pod.agent.load_state_dict(unpack_state(reply[2]))
+                outcome = RoundResult(**reply[1])
+            else:
+                outcome = _exception_of(reply[1], reply[2])
+        except BaseException as exc:  # a state that does not load: a crashed round too
+            outcome = exc
+        with self._lock:
+            worker.busy = False
+            worker.last_used = time.monotonic()
+            if isinstance(outcome, RoundResult):
+                worker.agent_env_steps = task.pod.agent.env_steps
+            else:
+                worker.pod_ref, worker.agent_env_steps = None, -1
+            self._pending.discard(outer)
+        if not outer.set_running_or_notify_cancel():
+            return
+        if isinstance(outcome, RoundResult):
+            outer.set_result(outcome)
+        else:
+            outer.set_exception(outcome)
+
+    def shutdown(self) -> None:
+        """Wait for running rounds, then stop every worker process."""
+        with self._lock:
+            pending = list(self._pending)
+        for future in pending:
+            with contextlib.suppress(CancelledError):
+                future.exception()
+        with self._lock:
+            workers, self._workers = self._workers, []
+            self._code = None
+        for worker in workers:
+            with contextlib.suppress(OSError):
+                worker.connection.send_bytes(pickle.dumps(("stop",)))
+        for worker in workers:
+            try:
+                worker.process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                worker.process.kill()
+                worker.process.wait()
+            worker.connection.close()
+
+
+def _exception_of(data: bytes | None, message: str) -> BaseException:
+    """The exception a worker's round raised, or a :class:`TournamentError` with its message."""
+    if data is not None:
+        with contextlib.suppress(Exception):
+            error = pickle.loads(data)
+            if isinstance(error, BaseException):
+                return error
+    return TournamentError(f"a pod round failed in its worker process: {message}")
+
+
+def _alive(ref: weakref.ref[Pod] | None) -> Pod | None:
+    return None if ref is None else ref()

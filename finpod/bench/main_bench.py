@@ -78,6 +78,8 @@ class MainBenchResult:
             at the training's torch thread count.
         ratio_to_train_bench: ``env_steps_per_second / train_bench_samples_per_second``.
         peak_rss_bytes: the process's peak resident memory during the run.
+        peak_worker_rss_bytes: the largest peak of its pod worker processes (``processes`` backend;
+            pages shared with the run's process counted in both), 0 without any.
         torch_threads: torch threads of the training computation (run.json).
         best_backtest_sharpe: the best trader's backtest Sharpe (a sanity check, not a score).
         gpu_busy_percent: mean GPU utilisation per phase (CUDA only; empty elsewhere).
@@ -104,6 +106,7 @@ class MainBenchResult:
     torch_threads: int
     best_backtest_sharpe: float
     evaluation_share: float = 0.0
+    peak_worker_rss_bytes: int = 0
     gpu_busy_percent: dict[str, float] = field(default_factory=dict)
     gpu_memory_mib: dict[str, float] = field(default_factory=dict)
     gpu_timeline: list[tuple[float, float, float]] = field(default_factory=list)
@@ -302,6 +305,7 @@ def run_main_bench(
         train_bench_samples_per_second=round(bench.samples_per_second, 1),
         ratio_to_train_bench=round(steps_per_second / bench.samples_per_second, 3),
         peak_rss_bytes=int(info["peak_rss_bytes"]),
+        peak_worker_rss_bytes=int(info.get("peak_worker_rss_bytes", 0)),
         torch_threads=training_threads,
         best_backtest_sharpe=round(best_sharpe, 3),
         evaluation_share=evaluation_share,

@@ -74,13 +74,11 @@ from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.linear_baseline import fit_linear_trader
 from finpod.oracle import equal_weight_policy, fit_oracle, returns_sharpe, segment_returns, share_captured
+from finpod.pipeline.backend import pod_backend
 from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import backtest_panel, selection_panel
 from finpod.pipeline.main import TRAJECTORY_PREFIX, select
-from finpod.pipeline.training import (
-    deterministic_policy,
-    validation_score,
-)
+from finpod.pipeline.training import ValidationScore, deterministic_policy
 from finpod.report.verdict import judge
 from finpod.spec import Spec
 from finpod.spec.overrides import apply_overrides
@@ -90,6 +88,7 @@ from podracer.api import (
     PPOConfig,
     Tournament,
     TournamentConfig,
+    TournamentEvent,
     budget_fraction,
 )
 
@@ -256,8 +255,8 @@ class ContenderResult:
             best-on-validation policy each time the contender's best validation score improved (see
             the module docstring; the share is NaN on a market without an edge).
         snapshots: with ``snapshots``, one row per validated policy, in the order scored: ``[trial,
-            seconds, validation score, pod (the thread that trained it), held-out share, validation
-            score IC, held-out score IC]`` (:meth:`_Problem.score_ic`).
+            seconds, validation score, pod (``pod<id>`` in a tournament, else the thread that trained
+            it), held-out share, validation score IC, held-out score IC]`` (:meth:`_Problem.score_ic`).
     """
 
     sharpe: dict[str, float]
@@ -468,21 +467,32 @@ class _Problem:
 
     def validate(self, policy: Policy) -> float:
         """The validation score a run of the spec gives ``policy`` (its chunks and warm-up, as
-        ``finpod run`` scores), recorded as a trial, with the curve's held-out pass when it improves."""
+        ``finpod run`` scores), recorded as a trial (:meth:`record`)."""
+        score = self.validation_score()(policy)
+        self.record(score, threading.current_thread().name, lambda: policy)
+        return score
+
+    def validation_score(self) -> ValidationScore:
+        """The tournament's ``evaluate``, as ``finpod run`` builds it (picklable: it runs where the
+        pods train)."""
         tournament = self.spec.tournament
-        score = validation_score(
+        return ValidationScore(
             self.selection,
             self.eval_config,
-            policy,
             self.device,
             chunks=tournament.validation_chunks,
             warmup_bars=tournament.validation_warmup_bars,
         )
+
+    def record(self, score: float, pod: str, policy: Callable[[], Policy]) -> None:
+        """Count a validation ``score`` of ``pod``'s policy as a trial; keep the policy (``policy()``,
+        frozen) with ``keep_snapshots``, and add the curve's held-out pass when it is the best score
+        a leaderboard could rank so far."""
+        tournament = self.spec.tournament
         with self._trials_lock:
             self.trials.append(score)
             if self.keep_snapshots:
-                pod = threading.current_thread().name
-                self.validated.append((len(self.trials), self.seconds, score, pod, policy))
+                self.validated.append((len(self.trials), self.seconds, score, pod, policy()))
             steps = float(len(self.trials) * self.steps_per_score)
             # What selection would pick: a tournament ranks no snapshot before leaderboard_after.
             fraction = budget_fraction(self.tournament_config, int(steps), self.seconds)
@@ -493,13 +503,12 @@ class _Problem:
         if improved:
             try:
                 seconds = self.seconds
-                sharpe = returns_sharpe(self.held_out(policy))
+                sharpe = returns_sharpe(self.held_out(policy()))
                 share = share_captured(sharpe, self.oracle_sharpe, self.equal_weight_sharpe)
                 with self._trials_lock:
                     self.curve.append([steps, seconds, share, sharpe - self.equal_weight_sharpe])
             finally:
                 self.excluded.end()
-        return score
 
     def snapshot_rows(self) -> list[list[Any]]:
         """``[trial, seconds, validation score, pod, held-out share, validation IC, held-out IC]`` of
@@ -576,22 +585,39 @@ def _run_best_of(problem: _Problem) -> tuple[dict[str, Policy], int]:
 
 
 def _run_tournament(problem: _Problem) -> tuple[dict[str, Policy], int]:
+    """The tournament of ``finpod run``: its backend (``auto``: worker processes on a Linux CPU), its
+    ``evaluate``; each ``round_finished`` event counts the round's score as a trial (and, when it
+    is the best so far, the curve's held-out pass of the pod's agent, in this process)."""
     spec, factory = problem.spec, problem.context.agent_factory
+    context, selection = problem.context, problem.selection  # what the pods' env factory pickles
 
     def make_env(seed: int) -> TradingEnv:
-        return problem.context.train_env(problem.selection, seed)
+        return context.train_env(selection, seed)
 
-    with tempfile.TemporaryDirectory(prefix="finpod-skill-") as scratch:
+    with (
+        tempfile.TemporaryDirectory(prefix="finpod-skill-") as scratch,
+        pod_backend(spec, problem.device) as backend,
+    ):
         tournament = Tournament(
             spec.tournament_config(),
             Path(scratch),
             factory,
             spec.agent_config(),
             make_env,
-            problem.validate,
+            problem.validation_score(),
+            backend,
         )
+
+        def on_event(event: TournamentEvent) -> None:
+            if event.kind == "round_finished" and event.pod_id is not None:
+                agent = tournament.agent_of(event.pod_id)
+                problem.record(
+                    float(event.data["score"]), f"pod{event.pod_id}", lambda: deterministic_policy(agent)
+                )
+
         problem.excluded.on_period = tournament.exclude_seconds  # the curve's passes are not training
-        result = tournament.run()
+        with tournament:
+            result = tournament.run(on_event=on_event)
         policies = select(spec, result.leaderboard, factory, tournament.archive)
         steps = result.env_steps
     return {_bench_name(name): policy for name, policy in policies.items()}, steps

@@ -374,8 +374,13 @@ def main_job(
         f"(ratio {result.ratio_to_train_bench:.2f}); {result.evaluation_share:.0%} of the pods' round "
         "time scoring them on validation"
     )
+    workers = (
+        f" (each pod worker at most {result.peak_worker_rss_bytes / GIB:.2f} GiB)"
+        if result.peak_worker_rss_bytes
+        else ""
+    )
     typer.echo(
-        f"  peak memory {result.peak_rss_bytes / GIB:.2f} GiB; "
+        f"  peak memory {result.peak_rss_bytes / GIB:.2f} GiB{workers}; "
         f"best backtest Sharpe {result.best_backtest_sharpe:.2f}"
     )
     if result.gpu_busy_percent:

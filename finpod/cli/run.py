@@ -47,7 +47,8 @@ def run_command(
     backend: Annotated[
         str | None,
         typer.Option(
-            help="where pods train: local, population or ray (default: the spec's tournament.backend)"
+            help="where pods train: local, processes, population or ray "
+            "(default: the spec's tournament.backend)"
         ),
     ] = None,
     address: Annotated[

@@ -1,7 +1,11 @@
 """Where a run's pods train: the spec's ``[tournament] backend`` as a podracer backend.
 
-``auto`` (the default) is ``population`` on a CUDA device and ``local`` on a CPU.
+``auto`` (the default) is ``population`` on a CUDA device and ``processes`` on a CPU (``local``
+where worker processes would start as fresh interpreters: off Linux, or with learner fusion).
 ``local`` is podracer's own thread pool (the tournament makes it; nothing to do here).
+``processes`` trains each pod in its own worker process on this machine
+(:class:`podracer.ProcessBackend`, forked on Linux): the same leaderboard as ``local``, bit for bit,
+without the pod threads taking turns in one interpreter.
 ``population`` trains the whole pool in lockstep as one batched computation in this process
 (:class:`podracer.PopulationBackend`). ``ray`` joins
 the Ray cluster at ``tournament.address`` (or starts a private Ray on 127.0.0.1) and runs each pod
@@ -19,7 +23,14 @@ import torch
 
 from finpod.errors import SpecError
 from finpod.spec import Spec
-from podracer.api import Backend, PopulationBackend, TournamentError, ray_backend
+from podracer.api import (
+    Backend,
+    PopulationBackend,
+    ProcessBackend,
+    TournamentError,
+    default_start_method,
+    ray_backend,
+)
 
 
 def population_threads(spec: Spec) -> int:
@@ -39,20 +50,31 @@ def population_workers(spec: Spec) -> int:
 
 
 def resolved_backend(spec: Spec, device: torch.device) -> str:
-    """The backend a run uses: the spec's, with ``auto`` as ``population`` on a CUDA device (one
-    batched computation fills a GPU that many small pods leave idle) and ``local`` on a CPU (where
-    both are bound by the same matmuls: BENCHMARKS "The population backend") or with learner fusion."""
+    """The backend a run uses: the spec's, with ``auto`` as
+
+    * ``population`` on a CUDA device (one batched computation fills a GPU that many small pods
+      leave idle);
+    * ``processes`` on a CPU where workers fork (Linux): pods in threads take turns holding one
+      interpreter, pods in processes do not (BENCHMARKS "Pods in processes": the demo's training
+      phase in 0.6x the time, the same leaderboard);
+    * ``local`` elsewhere (a fresh interpreter per worker costs seconds a pod) and with learner
+      fusion (which trains each pod alone: threads keep those pods parallel).
+    """
     backend = spec.tournament.backend
-    if backend == "auto":  # learner fusion trains each pod alone: threads keep those pods parallel
-        return "population" if device.type == "cuda" and spec.tournament.learners == 1 else "local"
-    return backend
+    if backend != "auto":
+        return backend
+    if spec.tournament.learners > 1:
+        return "local"
+    if device.type == "cuda":
+        return "population"
+    return "processes" if default_start_method() == "fork" else "local"
 
 
 def training_threads(spec: Spec, device: torch.device) -> int:
     """Torch intra-op threads a pod's training computation runs with, as ``run.json`` records them.
 
     ``population``: :func:`population_threads` for the whole pool; ``local``: ``torch_threads_per_pod``
-    per pod thread; ``ray``: the same, in each pod's own process.
+    per pod thread; ``processes`` and ``ray``: the same, in each pod's own process.
     """
     if resolved_backend(spec, device) == "population":
         return population_threads(spec)
@@ -70,6 +92,13 @@ def pod_backend(spec: Spec, device: torch.device) -> Iterator[Backend | None]:
     backend = resolved_backend(spec, device)
     if backend == "local":
         yield None
+        return
+    if backend == "processes":
+        processes = ProcessBackend(settings.pool_size, settings.torch_threads_per_pod)
+        try:
+            yield processes
+        finally:
+            processes.shutdown()
         return
     if backend == "population":
         population = PopulationBackend(settings.pool_size, population_threads(spec), population_workers(spec))

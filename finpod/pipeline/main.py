@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import platform
+import resource
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -337,12 +338,14 @@ def record_backtest_threads(run_dir: RunDir, *results: BacktestResult) -> None:
 
 def record_phases(run_dir: RunDir, clock: PhaseClock, env_steps: int) -> None:
     """Record in ``run.json`` the wall seconds of each phase of this process's run (``phase_seconds``),
-    its peak resident memory (``peak_rss_bytes``; a resumed run's earlier processes not counted) and
-    the env steps the tournament trained in all (``tournament_env_steps``)."""
+    its peak resident memory (``peak_rss_bytes``; a resumed run's earlier processes not counted), the
+    largest of its pod worker processes' (``peak_worker_rss_bytes``, 0 without any) and the env steps
+    the tournament trained in all (``tournament_env_steps``)."""
     info = run_dir.read_info()
     info["tournament_env_steps"] = int(env_steps)
     info["phase_seconds"] = {name: round(seconds, 3) for name, seconds in clock.seconds.items()}
     info["peak_rss_bytes"] = peak_rss_bytes()
+    info["peak_worker_rss_bytes"] = peak_rss_bytes(resource.RUSAGE_CHILDREN)
     run_dir.write_info(info)
 
 

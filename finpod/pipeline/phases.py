@@ -30,7 +30,9 @@ class PhaseClock:
         self._last = now
 
 
-def peak_rss_bytes() -> int:
-    """Peak resident memory of this process so far, in bytes (Linux reports KiB, macOS bytes)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def peak_rss_bytes(who: int = resource.RUSAGE_SELF) -> int:
+    """Peak resident memory of this process so far, in bytes (Linux reports KiB, macOS bytes);
+    ``who = resource.RUSAGE_CHILDREN``: the largest such peak among its finished child processes
+    (pod workers; a forked worker's count includes the pages it shares with this process)."""
+    peak = resource.getrusage(who).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)

@@ -456,10 +456,11 @@ class TournamentSpec(Model):
         f"{DAILY_VALIDATION_WARMUP_BARS} on daily bars, 390 (a session) on minute bars",
         examples=[390],
     )
-    backend: Literal["auto", "local", "population", "ray"] = Field(
+    backend: Literal["auto", "local", "processes", "population", "ray"] = Field(
         "auto",
         description='where pods train: "auto" ("population" on a CUDA device, "local" on a CPU), '
-        '"local" (threads in this process), "population" (the whole pool '
+        '"local" (threads in this process), "processes" (one worker process per pod on this machine), '
+        '"population" (the whole pool '
         "in lockstep as one batched computation on the run's device, with torch_threads_per_pod threads "
         'in all) or "ray" (Ray actors; pool_size then caps the pool, which follows the '
         "cluster's CPUs/GPUs)",

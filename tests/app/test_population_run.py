@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import torch
 from tiny import tiny_bars, tiny_spec, write_tiny_dataset
 
 import finpod
+import finpod.pipeline.backend as backend_module
 from finpod.backtest.chunked import chunk_plan
 from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv
@@ -87,12 +89,19 @@ def test_score_many_equals_each_policy_scored_alone(tmp_path: Path, chunks: int,
     assert len(set(alone)) == 3, "the pods scored alike: the test proves nothing"
 
 
-def test_auto_is_the_population_on_a_gpu_and_the_thread_pool_on_a_cpu(tmp_path: Path) -> None:
+def test_auto_is_the_population_on_a_gpu_and_worker_processes_on_a_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec = tiny_spec(tmp_path)
     assert spec.tournament.backend == "auto"
-    assert resolved_backend(spec, torch.device("cpu")) == "local"
+    assert resolved_backend(spec, torch.device("cpu")) == (
+        "processes" if sys.platform.startswith("linux") else "local"
+    )
     assert resolved_backend(spec, torch.device("cuda")) == "population"
     fused = spec.with_(tournament={"learners": 2})
     assert resolved_backend(fused, torch.device("cuda")) == "local"
+    assert resolved_backend(fused, torch.device("cpu")) == "local"
+    monkeypatch.setattr(backend_module, "default_start_method", lambda: "spawn")  # macOS: fresh interpreters
+    assert resolved_backend(spec, torch.device("cpu")) == "local"
     chosen = spec.with_(tournament={"backend": "population"})
     assert resolved_backend(chosen, torch.device("cpu")) == "population"

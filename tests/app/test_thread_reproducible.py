@@ -8,6 +8,7 @@ depends on its thread count) differ only in the process's torch threads: 1 vs 2.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,23 @@ def test_process_thread_count_leaves_the_leaderboard_bit_identical(tmp_path: Pat
     one_board, two_board = _board(one), _board(two)
     for rank in range(len(one_board.entries)):
         _assert_identical(one_board.load_state(rank), two_board.load_state(rank), f"rank {rank}")
+
+
+@pytest.mark.usefixtures("no_report")
+def test_pods_in_worker_processes_give_the_thread_pools_leaderboard_bit_for_bit(tmp_path: Path) -> None:
+    """``backend = "processes"`` (``auto`` on a Linux CPU) moves where pods train, not what they learn."""
+    dataset = write_tiny_dataset(tmp_path / "data", tiny_bars(seed=11))
+    spec = tiny_spec(dataset)
+    runs = {
+        backend: _run(spec.with_(tournament={"backend": backend}), tmp_path / backend, threads=1)
+        for backend in ("local", "processes")
+    }
+    threads, processes = runs["local"], runs["processes"]
+    assert threads.leaderboard
+    assert len(threads.leaderboard) == len(processes.leaderboard)
+    for ours, theirs in zip(threads.leaderboard, processes.leaderboard, strict=True):
+        assert {k: ours[k] for k in LINEAGE_KEYS} == {k: theirs[k] for k in LINEAGE_KEYS}
+    one_board, two_board = _board(threads), _board(processes)
+    for rank in range(len(one_board.entries)):
+        _assert_identical(one_board.load_state(rank), two_board.load_state(rank), f"rank {rank}")
+    assert json.loads((processes.run_dir / "run.json").read_text())["backend"] == "processes"

@@ -55,8 +55,6 @@ from podracer.pod import Pod, RoundResult
 
 T = TypeVar("T")
 
-MAX_FD = 1 << 20
-"""Above any descriptor a process opens here (``closerange`` closes the inherited ones below it)."""
 STOP_TIMEOUT_S = 10.0
 """How long :meth:`ProcessBackend.shutdown` waits for a worker to exit before killing it, seconds."""
 
@@ -193,7 +191,7 @@ class ProcessBackend:
                 gc.freeze()
                 fd = theirs.detach()
                 os.closerange(3, fd)
-                os.closerange(fd + 1, MAX_FD)
+                os.closerange(fd + 1, _max_fd())
                 process_worker.run_worker(fd, self._threads)
             except BaseException:
                 code = 1
@@ -392,6 +390,14 @@ class ProcessBackend:
                 worker.process.kill()
                 worker.process.wait()
             worker.connection.close()
+
+
+def _max_fd() -> int:
+    """One above the highest descriptor this process may hold (its open-files limit)."""
+    try:
+        return max(int(os.sysconf("SC_OPEN_MAX")), 1024)
+    except (OSError, ValueError):
+        return 1 << 20
 
 
 def _exception_of(data: bytes | None, message: str) -> BaseException:

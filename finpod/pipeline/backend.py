@@ -57,8 +57,9 @@ def resolved_backend(spec: Spec, device: torch.device) -> str:
     * ``processes`` on a CPU where workers fork (Linux): pods in threads take turns holding one
       interpreter, pods in processes do not (BENCHMARKS "Pods in processes": the demo's training
       phase in 0.6x the time, the same leaderboard);
-    * ``local`` elsewhere (a fresh interpreter per worker costs seconds a pod) and with learner
-      fusion (which trains each pod alone: threads keep those pods parallel).
+    * ``local`` elsewhere (a fresh interpreter per worker costs seconds a pod; workers of several
+      torch threads are not forked) and with learner fusion (which trains each pod alone: threads
+      keep those pods parallel).
     """
     backend = spec.tournament.backend
     if backend != "auto":
@@ -67,7 +68,7 @@ def resolved_backend(spec: Spec, device: torch.device) -> str:
         return "local"
     if device.type == "cuda":
         return "population"
-    return "processes" if default_start_method() == "fork" else "local"
+    return "processes" if default_start_method(spec.tournament.torch_threads_per_pod) == "fork" else "local"
 
 
 def training_threads(spec: Spec, device: torch.device) -> int:

@@ -101,7 +101,9 @@ def test_auto_is_the_population_on_a_gpu_and_worker_processes_on_a_cpu(
     fused = spec.with_(tournament={"learners": 2})
     assert resolved_backend(fused, torch.device("cuda")) == "local"
     assert resolved_backend(fused, torch.device("cpu")) == "local"
-    monkeypatch.setattr(backend_module, "default_start_method", lambda: "spawn")  # macOS: fresh interpreters
+    threaded = spec.with_(tournament={"torch_threads_per_pod": 2})
+    assert resolved_backend(threaded, torch.device("cpu")) == "local"  # OpenMP pools are not forked
+    monkeypatch.setattr(backend_module, "default_start_method", lambda threads: "spawn")  # macOS
     assert resolved_backend(spec, torch.device("cpu")) == "local"
     chosen = spec.with_(tournament={"backend": "population"})
     assert resolved_backend(chosen, torch.device("cpu")) == "population"

@@ -30,7 +30,7 @@ from engine._tournament_kit import (
     tournament_config,
 )
 from podracer import LocalBackend, TournamentEvent
-from podracer.backends import ProcessBackend, RoundTask
+from podracer.backends import ProcessBackend, RoundTask, processes
 from podracer.backends.pod_host import WorkerLostError
 from podracer.errors import TournamentError
 from podracer.pod import Pod
@@ -121,6 +121,45 @@ def test_a_killed_worker_fails_its_round_and_a_new_worker_takes_the_next() -> No
         assert pid not in backend.pids()
     finally:
         backend.shutdown()
+
+
+def test_a_worker_killed_between_rounds_fails_its_pods_next_round_instead_of_restarting_its_env() -> None:
+    """The env's episode died with the worker: a silent rebuild elsewhere would leave the thread
+    backend's leaderboard, so the orchestrator gets a crashed round (and restores the pod)."""
+    backend = ProcessBackend(1)
+    pod = _pod()
+    try:
+        (pid,) = backend.pids()
+        backend.submit(RoundTask(pod, 1, Validation(), make_agent, make_env)).result(timeout=120)
+        os.kill(pid, signal.SIGKILL)
+        assert _wait_gone([pid])
+        with pytest.raises(WorkerLostError, match=r"died between its rounds"):
+            backend.submit(RoundTask(pod, 1, Validation(), make_agent, make_env)).result(timeout=60)
+        result = backend.submit(RoundTask(pod, 1, Validation(), make_agent, make_env)).result(timeout=120)
+        assert result.env_steps == ROUND_ENV_STEPS
+        assert pid not in backend.pids()
+    finally:
+        backend.shutdown()
+
+
+def test_a_request_that_cannot_be_built_raises_and_leaves_the_worker_free(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    backend = ProcessBackend(1)
+    pod = _pod()
+
+    def broken_pack(state: Any) -> bytes:
+        raise TypeError("cannot pickle 'torch._C.Generator' object")
+
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(processes, "pack_state", broken_pack)
+            with pytest.raises(TypeError, match="Generator"):
+                backend.submit(RoundTask(pod, 1, Validation(), make_agent, make_env))
+        result = backend.submit(RoundTask(pod, 1, Validation(), make_agent, make_env)).result(timeout=120)
+        assert result.env_steps == ROUND_ENV_STEPS
+    finally:
+        backend.shutdown()  # returns: no round was left pending
 
 
 def test_a_round_that_raises_crashes_only_that_round() -> None:

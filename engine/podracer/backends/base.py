@@ -13,10 +13,11 @@ trained state into ``task.pod.agent`` before the future resolves: to the orchest
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import Future
+import contextlib
+from collections.abc import Callable, Iterable
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from podracer.pod import AgentFactory, EnvFactory, Evaluate, Pod, RoundResult, run_round
 
@@ -84,3 +85,21 @@ class LockstepBackend(Backend, Protocol):
     def run_submitted(self) -> None:
         """Run every task submitted since the last call; their futures are resolved on return."""
         ...
+
+
+def settle(future: Future[Any], outcome: RoundResult | BaseException) -> None:
+    """Resolve a remote round's ``future`` with its result or the exception it ended in (nothing if
+    the orchestrator cancelled it meanwhile)."""
+    if not future.set_running_or_notify_cancel():
+        return
+    if isinstance(outcome, RoundResult):
+        future.set_result(outcome)
+    else:
+        future.set_exception(outcome)
+
+
+def wait_all(futures: Iterable[Future[Any]]) -> None:
+    """Wait until every future has finished (a cancelled one finished already)."""
+    for future in futures:
+        with contextlib.suppress(CancelledError):
+            future.exception()

@@ -65,7 +65,11 @@ def serve(connection: Connection) -> None:
         except Exception as exc:
             reply = error_reply(exc)
         try:
-            connection.send_bytes(pickle.dumps(reply))
+            data = pickle.dumps(reply)
+        except Exception as exc:  # a result that does not pickle: the round failed, not the worker
+            data = pickle.dumps(error_reply(exc))
+        try:
+            connection.send_bytes(data)
         except OSError:
             return
 

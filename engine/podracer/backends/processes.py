@@ -39,7 +39,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import CancelledError, Future
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Literal, Protocol, TypeVar
@@ -48,7 +48,7 @@ import cloudpickle  # type: ignore[import-untyped]
 import torch
 
 from podracer.backends import process_worker
-from podracer.backends.base import RoundTask
+from podracer.backends.base import RoundTask, settle, wait_all
 from podracer.backends.pod_host import WorkerLostError, pack_state, unpack_state
 from podracer.errors import TournamentError
 from podracer.pod import Pod, RoundResult
@@ -63,11 +63,14 @@ StartMethod = Literal["fork", "spawn"]
 """How a worker process starts: forked from this one, or a fresh interpreter."""
 
 
-def default_start_method() -> StartMethod:
-    """``fork`` on Linux, ``spawn`` elsewhere (macOS's system libraries are not fork-safe) and once
-    this process has initialised CUDA (a forked child cannot use it)."""
+def default_start_method(torch_threads_per_worker: int = 1) -> StartMethod:
+    """``fork`` on Linux for workers of one torch thread; ``spawn`` elsewhere (macOS's system
+    libraries are not fork-safe), for workers of several threads (OpenMP's thread pool is not
+    fork-safe once this process has used it) and once this process has initialised CUDA (a forked
+    child cannot use it)."""
     linux = sys.platform.startswith("linux") and hasattr(os, "fork")
-    return "fork" if linux and not torch.cuda.is_initialized() else "spawn"
+    forkable = linux and torch_threads_per_worker == 1 and not torch.cuda.is_initialized()
+    return "fork" if forkable else "spawn"
 
 
 class _Process(Protocol):
@@ -162,12 +165,17 @@ class ProcessBackend:
         self._code: tuple[tuple[Any, ...], int, bytes] | None = None
         self._code_keys = itertools.count()
         self._pending: set[Future[Any]] = set()
-        self.start: StartMethod = start or default_start_method()
+        self.start: StartMethod = start or default_start_method(torch_threads_per_worker)
         if self.start not in ("fork", "spawn"):
             raise TournamentError(f"start is {self.start!r}; use 'fork' or 'spawn'")
         self._workers: list[_Worker] = []
-        for _ in range(slots):  # forks all of them before any reader thread runs
-            self._workers.append(self._fork_worker() if self.start == "fork" else self._spawn_worker())
+        self._readers: list[threading.Thread] = []
+        try:
+            for _ in range(slots):  # forks all of them before any reader thread runs
+                self._workers.append(self._fork_worker() if self.start == "fork" else self._spawn_worker())
+        except BaseException:
+            self._stop(self._workers)
+            raise
         for worker in self._workers:
             self._start_reader(worker)
 
@@ -184,7 +192,12 @@ class ProcessBackend:
         is ever finalised there.
         """
         ours, theirs = socket.socketpair()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            ours.close()
+            theirs.close()
+            raise TournamentError(f"cannot fork a pod worker process ({exc}); use backend 'local'") from None
         if pid == 0:  # the child
             code = 0
             try:
@@ -221,15 +234,27 @@ class ProcessBackend:
 
     def _start_reader(self, worker: _Worker) -> None:
         name = f"podracer-process-reader-{worker.process.pid}"
-        threading.Thread(target=self._read, args=(worker,), name=name, daemon=True).start()
+        reader = threading.Thread(target=self._read, args=(worker,), name=name, daemon=True)
+        self._readers.append(reader)
+        reader.start()
 
     def _read(self, worker: _Worker) -> None:
-        """Hand every reply of ``worker`` to the round waiting for it; on the socket's end, fail it."""
+        """Hand every reply of ``worker`` to the round waiting for it; on the socket's end, fail it
+        and reap the process."""
         while True:
+            reply: tuple[Any, ...] | None
             try:
-                reply: tuple[Any, ...] | None = pickle.loads(worker.connection.recv_bytes())
+                data = worker.connection.recv_bytes()
             except (EOFError, OSError):
                 reply = None
+            else:
+                try:
+                    reply = pickle.loads(data)
+                except Exception as exc:  # the round's reply, not the worker, is broken
+                    reply = ("error", None, f"its reply does not unpickle here ({type(exc).__name__}: {exc})")
+            if reply is None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    worker.process.wait(timeout=STOP_TIMEOUT_S)  # no zombie left behind
             with self._lock:
                 deliver, worker.reply = worker.reply, None
                 if reply is None:
@@ -268,30 +293,50 @@ class ProcessBackend:
         code_key, code = self._code_bytes(task)
         outer: Future[Any] = Future()
         with self._lock:
+            lost = [w for w in self._workers if w.lost and not w.busy and _alive(w.pod_ref) is pod]
+            for worker in lost:  # its env went with it: the pod restarts from its snapshot, as after a crash
+                worker.pod_ref = None
+        if lost:
+            outer.set_exception(
+                WorkerLostError(
+                    f"pod {pod.pod_id}'s worker process (pid {lost[0].process.pid}) died between its rounds "
+                    f"(exit code {lost[0].process.poll()}; out of memory or killed)"
+                )
+            )
+            return outer
+        with self._lock:
             worker = self._pick(pod)
             fresh = _alive(worker.pod_ref) is not pod or worker.agent_env_steps != pod.agent.env_steps
-            if fresh:
-                worker.incarnation = next(self._incarnations)
-                worker.pod_ref = weakref.ref(pod)
+            worker.busy = True  # reserved while the request is built
+        try:
+            incarnation = next(self._incarnations) if fresh else worker.incarnation
+            state = pack_state(pod.agent.state_dict()) if fresh else None
             send_code = worker.code_key != code_key
+            request = cloudpickle.dumps(
+                (
+                    "round",
+                    code_key,
+                    code if send_code else None,
+                    incarnation,
+                    pod.pod_id,
+                    pod.agent_config,
+                    pod.seed,
+                    task.train_rounds,
+                    state,
+                )
+            )
+        except BaseException:
+            with self._lock:
+                worker.busy = False
+            raise
+        with self._lock:
+            if fresh:
+                worker.incarnation, worker.pod_ref = incarnation, weakref.ref(pod)
             worker.code_key = code_key
-            worker.busy = True
             worker.reply = lambda reply: self._finish(task, worker, reply, outer)
             self._pending.add(outer)
-        state = pack_state(pod.agent.state_dict()) if fresh else None
-        request = (
-            "round",
-            code_key,
-            code if send_code else None,
-            worker.incarnation,
-            pod.pod_id,
-            pod.agent_config,
-            pod.seed,
-            task.train_rounds,
-            state,
-        )
         with contextlib.suppress(OSError):  # the worker is gone: its reader fails the round
-            worker.connection.send_bytes(cloudpickle.dumps(request))
+            worker.connection.send_bytes(request)
         return outer
 
     def _pick(self, pod: Pod) -> _Worker:
@@ -302,7 +347,10 @@ class ProcessBackend:
         worker, and the leaderboard would depend on timing. A dropped pod can live on in a
         reference cycle, so a collection runs before a new worker is started.
         """
-        self._workers = [w for w in self._workers if not (w.lost and not w.busy)]
+        # a lost worker that held a live pod stays until that pod's next submit reports the loss
+        self._workers = [
+            w for w in self._workers if not (w.lost and not w.busy and _alive(w.pod_ref) is None)
+        ]
         idle = [w for w in self._workers if not w.busy and not w.lost]
         for worker in idle:
             if _alive(worker.pod_ref) is pod:
@@ -360,26 +408,26 @@ class ProcessBackend:
             worker.last_used = time.monotonic()
             if isinstance(outcome, RoundResult):
                 worker.agent_env_steps = task.pod.agent.env_steps
-            else:
-                worker.pod_ref, worker.agent_env_steps = None, -1
+            else:  # it may hold neither the pod nor the code (a failed load): send both again
+                worker.pod_ref, worker.agent_env_steps, worker.code_key = None, -1, -1
             self._pending.discard(outer)
-        if not outer.set_running_or_notify_cancel():
-            return
-        if isinstance(outcome, RoundResult):
-            outer.set_result(outcome)
-        else:
-            outer.set_exception(outcome)
+        settle(outer, outcome)
 
     def shutdown(self) -> None:
         """Wait for running rounds, then stop every worker process."""
         with self._lock:
             pending = list(self._pending)
-        for future in pending:
-            with contextlib.suppress(CancelledError):
-                future.exception()
+        wait_all(pending)
         with self._lock:
             workers, self._workers = self._workers, []
+            readers, self._readers = self._readers, []
             self._code = None
+        self._stop(workers, readers)
+
+    @staticmethod
+    def _stop(workers: list[_Worker], readers: list[threading.Thread] | None = None) -> None:
+        """Ask ``workers`` to exit (killing one that does not within :data:`STOP_TIMEOUT_S`), let
+        their readers see the sockets' ends, then close the driver's ends."""
         for worker in workers:
             with contextlib.suppress(OSError):
                 worker.connection.send_bytes(pickle.dumps(("stop",)))
@@ -389,6 +437,9 @@ class ProcessBackend:
             except subprocess.TimeoutExpired:
                 worker.process.kill()
                 worker.process.wait()
+        for reader in readers or []:
+            reader.join(timeout=STOP_TIMEOUT_S)
+        for worker in workers:
             worker.connection.close()
 
 

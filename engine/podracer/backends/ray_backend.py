@@ -34,14 +34,13 @@ names are re-exported here.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from concurrent.futures import CancelledError, Future
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -52,7 +51,7 @@ from podracer.backends.ray_cluster import CONNECT_TIMEOUT_S, LOOPBACK, connect
 import ray
 import ray.exceptions
 
-from podracer.backends.base import RoundTask
+from podracer.backends.base import RoundTask, settle, wait_all
 from podracer.backends.ray_worker import PodWorker, WorkerLostError, pack_state, unpack_state
 from podracer.errors import TournamentError
 from podracer.pod import Pod, RoundResult
@@ -323,20 +322,13 @@ class RayBackend:
             if isinstance(outcome, WorkerLostError) and worker in self._workers:
                 self._workers.remove(worker)
             self._pending.discard(outer)
-        if not outer.set_running_or_notify_cancel():
-            return
-        if isinstance(outcome, RoundResult):
-            outer.set_result(outcome)
-        else:
-            outer.set_exception(outcome)
+        settle(outer, outcome)
 
     def shutdown(self) -> None:
         """Wait for running rounds, stop every pod worker, and leave Ray if this backend joined it."""
         with self._lock:
             pending = list(self._pending)
-        for future in pending:
-            with contextlib.suppress(CancelledError):  # cancelled: nothing to wait for
-                future.exception()
+        wait_all(pending)
         with self._lock:
             workers, self._workers = self._workers, []
             self._code = None

@@ -20,8 +20,9 @@ Workers start when the backend is made, one per slot. On Linux they are forked f
 has imported, before the backend starts any thread of its own; elsewhere, and for a worker that
 replaces a lost one, a fresh interpreter runs :mod:`podracer.backends.process_worker` (``"spawn"``:
 importing torch and the application's modules, seconds per worker). A worker that dies mid-round
-fails that round with :class:`~podracer.backends.pod_host.WorkerLostError`; the orchestrator
-restores the pod from its snapshot on another worker. When the driver dies, its workers read the
+fails that round with :class:`~podracer.backends.pod_host.WorkerLostError`, one that dies between
+rounds fails its pod's next round alike (its env's episode died with it); the orchestrator restores
+the pod from its snapshot on another worker. When the driver dies, its workers read the
 socket's end and exit.
 """
 

@@ -331,11 +331,18 @@ class ProcessBackend:
                 worker.busy = False
             raise
         with self._lock:
-            if fresh:
-                worker.incarnation, worker.pod_ref = incarnation, weakref.ref(pod)
-            worker.code_key = code_key
-            worker.reply = lambda reply: self._finish(task, worker, reply, outer)
-            self._pending.add(outer)
+            died = worker.lost  # while the request was built: its reader has nobody to tell
+            if died:
+                worker.busy, worker.pod_ref = False, None
+            else:
+                if fresh:
+                    worker.incarnation, worker.pod_ref = incarnation, weakref.ref(pod)
+                worker.code_key = code_key
+                worker.reply = lambda reply: self._finish(task, worker, reply, outer)
+                self._pending.add(outer)
+        if died:
+            self._finish(task, worker, None, outer)
+            return outer
         with contextlib.suppress(OSError):  # the worker is gone: its reader fails the round
             worker.connection.send_bytes(request)
         return outer
@@ -388,7 +395,7 @@ class ProcessBackend:
     def _finish(
         self, task: RoundTask, worker: _Worker, reply: tuple[Any, ...] | None, outer: Future[Any]
     ) -> None:
-        """Turn a worker's reply into the round's outcome (called on the worker's reader thread)."""
+        """Turn a worker's reply (``None``: it died) into the round's outcome (on its reader thread)."""
         outcome: RoundResult | BaseException
         try:
             if reply is None:

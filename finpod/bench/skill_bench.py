@@ -489,6 +489,7 @@ class _Problem:
         frozen) with ``keep_snapshots``, and add the curve's held-out pass when it is the best score
         a leaderboard could rank so far."""
         tournament = self.spec.tournament
+        policy = functools.cache(policy)  # frozen once, if at all
         with self._trials_lock:
             self.trials.append(score)
             if self.keep_snapshots:

@@ -19,7 +19,7 @@ why; nothing here raises for pyfolio errors.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,15 @@ class TearSheet:
         """All notes as one string (``metrics.json``'s ``tearsheet_note``), ``None`` when complete."""
         return " ".join(self.notes) if self.notes else None
 
+    @staticmethod
+    def joined(parts: Sequence[TearSheet]) -> TearSheet:
+        """One tear sheet of ``parts`` drawn for consecutive groups of :data:`SECTIONS`, in order."""
+        return TearSheet(
+            [panel for part in parts for panel in part.panels],
+            [table for part in parts for table in part.tables_html],
+            [note for part in parts for note in part.notes],
+        )
+
 
 def write_tearsheet(
     result: TraderResult,
@@ -86,6 +95,7 @@ def write_tearsheet(
     benchmark_name: str,
     rolling_window: int | None,
     plots_dir: Path,
+    sections: Collection[str] = SECTIONS,
 ) -> TearSheet:
     """Draw the pyfolio panels and tables of one trader (see the module doc) into ``plots_dir``.
 
@@ -95,9 +105,17 @@ def write_tearsheet(
         benchmark_name: the benchmark's name in titles.
         rolling_window: sessions of the rolling volatility and beta windows (``None``: too short).
         plots_dir: where ``pyfolio_<name>.png`` files go.
+        sections: the tear sheets to draw, of :data:`SECTIONS` (the performance statistics and worst
+            drawdowns tables belong to ``"returns"``); sheets drawn for consecutive groups of sections
+            and :meth:`TearSheet.joined` give the sheet of all of them.
     """
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        raise ValueError(f"unknown tear sheet sections {sorted(unknown)}; use some of {list(SECTIONS)}")
     returns = result.returns.astype(float).rename(result.name)
     if len(returns) < MIN_TEARSHEET_SESSIONS:
+        if SECTIONS[0] not in sections:
+            return TearSheet([], [], [])  # the note comes with the first section's sheet
         note = f"pyfolio tear sheets skipped: {len(returns)} session(s), needs {MIN_TEARSHEET_SESSIONS}."
         return TearSheet([], [], [note])
     with quiet_analytics():
@@ -113,16 +131,20 @@ def write_tearsheet(
     positions = positions.set_axis(_plain_index(positions.index))
     returns = returns.set_axis(_plain_index(returns.index))
     transactions = result.transactions
-    sheet = _Sheet(plots_dir)
+    sheet = _Sheet(plots_dir, sections)
     plotting = pyfolio.plotting
-    with sheet.capturing(pyfolio.utils):
-        sheet.table(
-            "performance statistics",
-            lambda: plotting.show_perf_stats(
-                returns, factor, positions=positions, transactions=transactions if len(transactions) else None
-            ),
-        )
-        sheet.table("worst drawdowns", lambda: plotting.show_worst_drawdown_periods(returns))
+    if "returns" in sections:
+        with sheet.capturing(pyfolio.utils):
+            sheet.table(
+                "performance statistics",
+                lambda: plotting.show_perf_stats(
+                    returns,
+                    factor,
+                    positions=positions,
+                    transactions=transactions if len(transactions) else None,
+                ),
+            )
+            sheet.table("worst drawdowns", lambda: plotting.show_worst_drawdown_periods(returns))
     with report_style():
         sheet.panel(
             "returns",
@@ -143,9 +165,10 @@ def write_tearsheet(
             lambda ax: plotting.plot_return_quantiles(returns, ax=ax),
         )
         if rolling_window is None:
-            sheet.notes.append(
+            sheet.note(
+                "returns",
                 f"pyfolio rolling volatility and beta: not drawn, {len(returns)} sessions are too few "
-                "for a rolling window."
+                "for a rolling window.",
             )
         else:
             sheet.panel(
@@ -186,7 +209,7 @@ def write_tearsheet(
             lambda ax: plotting.plot_gross_leverage(returns, positions, ax=ax),
         )
         if transactions.empty:
-            sheet.notes.append(f"pyfolio transactions and round trips: '{result.name}' never traded.")
+            sheet.note("transactions", f"pyfolio transactions and round trips: '{result.name}' never traded.")
         else:
             sheet.panel(
                 "transactions",
@@ -206,15 +229,17 @@ def write_tearsheet(
                 "Distribution of daily turnover",
                 lambda ax: plotting.plot_daily_turnover_hist(transactions, positions, ax=ax),
             )
-            sheet.round_trips(pyfolio, transactions, result.equity_usd)
+            if "round trips" in sections:
+                sheet.round_trips(pyfolio, transactions, result.equity_usd)
     return TearSheet(sheet.panels, sheet.tables, sheet.notes)
 
 
 class _Sheet:
     """Collects panels, tables and notes; every pyfolio call is guarded."""
 
-    def __init__(self, plots_dir: Path) -> None:
+    def __init__(self, plots_dir: Path, sections: Collection[str]) -> None:
         self.plots_dir = plots_dir
+        self.sections = sections
         self.panels: list[SheetPanel] = []
         self.tables: list[str] = []
         self.notes: list[str] = []
@@ -227,6 +252,11 @@ class _Sheet:
         with quiet_analytics(), mock.patch.object(utils, "display", capture):
             yield
 
+    def note(self, section: str, text: str) -> None:
+        """Add ``text`` to the notes when ``section`` is drawn here."""
+        if section in self.sections:
+            self.notes.append(text)
+
     def table(self, what: str, draw: Callable[[], Any]) -> None:
         try:
             draw()
@@ -234,6 +264,8 @@ class _Sheet:
             self.notes.append(_failure(f"pyfolio {what}", error))
 
     def panel(self, section: str, name: str, title: str, draw: Callable[[Axes], Any]) -> None:
+        if section not in self.sections:
+            return
         figure: Figure = new_figure(height_in=3.4)
         axes = figure.add_subplot()
         try:

@@ -34,6 +34,7 @@ Layout of ``out_dir`` (everything written atomically):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from finpod.report.artifacts import (
     write_segment,
 )
 from finpod.report.atomic import write_text_atomic
+from finpod.report.forked import start_forked
 from finpod.report.html import HtmlImage, HtmlSegment, render_html
 from finpod.report.leaderboard import parse_entries, parse_history
 from finpod.report.metrics import (
@@ -87,6 +89,8 @@ METRICS_FILE = "metrics.json"
 INPUTS_FILE = "report_inputs.json"
 PLOTS_DIR = "plots"
 VALIDATION_DIR = "validation"
+TEARSHEET_SPLIT = (SECTIONS[:2], SECTIONS[2:])
+"""The tear sheet's sections as two halves of about equal drawing time, drawn side by side."""
 NOT_RENDERED_NOTE = "report not rendered (--no-report); fix: `finpod report RUN_DIR` renders it"
 
 
@@ -212,20 +216,42 @@ def write_report(
     backtest_metrics = segment_metrics(backtest)
     validation_metrics = None if validation is None else segment_metrics(validation)
     primary = primary_trader(backtest)
-    tearsheet = (
-        write_tearsheet(
+    paths = ReportPaths(
+        root=out_dir,
+        html=out_dir / HTML_FILE,
+        metrics_json=out_dir / METRICS_FILE,
+        returns_csv=out_dir / SERIES_FILES["returns"],
+        positions_csv=out_dir / POSITIONS_FILE,
+        transactions_csv=out_dir / TRANSACTIONS_FILE,
+        plots={},
+        tearsheets={},
+        validation_dir=None if validation is None else out_dir / VALIDATION_DIR,
+    )
+    # the tear sheet (over half of the drawing) in two forked children while this process does the rest
+    tearsheet_calls = [
+        start_forked(
+            write_tearsheet,
             primary,
             benchmark_returns_of(backtest),
             benchmark_name=backtest.benchmark_name,
             rolling_window=rolling_sharpe_window(len(primary.returns)),
             plots_dir=out_dir / PLOTS_DIR,
+            sections=sections,
         )
-        if render
-        else TearSheet([], [], [NOT_RENDERED_NOTE])
-    )
-    trials = validation_trial_scores(out_dir)
-    verdicts = segment_verdicts(backtest, trials)
-    linear_verdicts = segment_verdicts(backtest, trials, LINEAR_NAME)
+        for sections in (TEARSHEET_SPLIT if render else ())
+    ]
+    try:
+        trials = validation_trial_scores(out_dir)
+        verdicts = segment_verdicts(backtest, trials)
+        linear_verdicts = segment_verdicts(backtest, trials, LINEAR_NAME)
+        plots = render_plots(backtest, history, out_dir / PLOTS_DIR) if render else []
+        if render:
+            plots.insert(min(2, len(plots)), render_excess_return_plot(backtest, out_dir / PLOTS_DIR))
+        parts = [call.result() for call in tearsheet_calls]
+        tearsheet = TearSheet.joined(parts) if render else TearSheet([], [], [NOT_RENDERED_NOTE])
+    finally:
+        for call in tearsheet_calls:
+            call.cancel()  # stops a child still drawing when this process failed; else a no-op
     segments = {"backtest": _segment_meta(backtest, backtest_metrics)}
     if validation is not None and validation_metrics is not None:
         segments["validation"] = _segment_meta(validation, validation_metrics)
@@ -248,20 +274,8 @@ def write_report(
     }
     write_text_atomic(out_dir / METRICS_FILE, _json_text(metrics_json))
     if not render:
-        return ReportPaths(
-            root=out_dir,
-            html=out_dir / HTML_FILE,
-            metrics_json=out_dir / METRICS_FILE,
-            returns_csv=out_dir / SERIES_FILES["returns"],
-            positions_csv=out_dir / POSITIONS_FILE,
-            transactions_csv=out_dir / TRANSACTIONS_FILE,
-            plots={},
-            tearsheets={},
-            validation_dir=None if validation is None else out_dir / VALIDATION_DIR,
-        )
+        return paths
 
-    plots = render_plots(backtest, history, out_dir / PLOTS_DIR)
-    plots.insert(min(2, len(plots)), render_excess_return_plot(backtest, out_dir / PLOTS_DIR))
     html = render_html(
         title=str(run_info.get("run_id", out_dir.name)),
         run_info=run_info,
@@ -286,16 +300,10 @@ def write_report(
         verdicts=[verdict.to_json() for verdict in [*verdicts.values(), *linear_verdicts.values()]],
     )
     write_text_atomic(out_dir / HTML_FILE, html)
-    return ReportPaths(
-        root=out_dir,
-        html=out_dir / HTML_FILE,
-        metrics_json=out_dir / METRICS_FILE,
-        returns_csv=out_dir / SERIES_FILES["returns"],
-        positions_csv=out_dir / POSITIONS_FILE,
-        transactions_csv=out_dir / TRANSACTIONS_FILE,
+    return dataclasses.replace(
+        paths,
         plots={plot.name: plot.path for plot in plots},
         tearsheets={panel.name: panel.path for panel in tearsheet.panels},
-        validation_dir=None if validation is None else out_dir / VALIDATION_DIR,
     )
 
 

@@ -1,5 +1,5 @@
 """``python -m finpod`` runs the CLI."""
 
-from finpod.cli import main
+from finpod.cli import script
 
-main()
+script()

@@ -88,6 +88,16 @@ class TearSheet:
         )
 
 
+def import_pyfolio() -> Any:
+    """The ``pyfolio`` package with its ``round_trips`` and ``utils`` modules loaded (imported on first
+    use, not with this module: slow, and it warns about zipline at import time)."""
+    with quiet_analytics():
+        import pyfolio
+        import pyfolio.round_trips
+        import pyfolio.utils
+    return pyfolio
+
+
 def write_tearsheet(
     result: TraderResult,
     benchmark_returns: pd.Series | None,
@@ -118,10 +128,7 @@ def write_tearsheet(
             return TearSheet([], [], [])  # the note comes with the first section's sheet
         note = f"pyfolio tear sheets skipped: {len(returns)} session(s), needs {MIN_TEARSHEET_SESSIONS}."
         return TearSheet([], [], [note])
-    with quiet_analytics():
-        import pyfolio  # imported here: slow, and it warns about zipline at import time
-        import pyfolio.round_trips
-        import pyfolio.utils
+    pyfolio = import_pyfolio()
     factor = None if benchmark_returns is None else benchmark_returns.astype(float).rename(benchmark_name)
     positions = result.positions_usd.astype(float)
     # A symbol never held is no position (and a run read back from its CSVs has no such column).

@@ -69,7 +69,7 @@ from finpod.report.summary import (
     spec_summary,
     winner_details,
 )
-from finpod.report.tearsheet import SECTIONS, TearSheet, write_tearsheet
+from finpod.report.tearsheet import SECTIONS, TearSheet, import_pyfolio, write_tearsheet
 from finpod.report.verdict import (
     BENCHMARK_NAME,
     BOOTSTRAP_SAMPLES,
@@ -228,6 +228,8 @@ def write_report(
         validation_dir=None if validation is None else out_dir / VALIDATION_DIR,
     )
     # the tear sheet (over half of the drawing) in two forked children while this process does the rest
+    if render:
+        import_pyfolio()  # here, not in each child (no child may wait on an import another thread holds)
     tearsheet_calls = [
         start_forked(
             write_tearsheet,

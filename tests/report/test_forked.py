@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import time
 import warnings
 from pathlib import Path
 
 import pytest
 
+from finpod.report import forked
 from finpod.report.forked import forking_supported, start_forked
 from finpod.report.tearsheet import SECTIONS, TearSheet, write_tearsheet
 from finpod.report.writer import TEARSHEET_SPLIT
@@ -34,9 +36,44 @@ def _raise(message: str) -> None:
     raise ValueError(message)
 
 
-def test_an_exception_of_the_call_is_raised_here() -> None:
-    with pytest.raises(ValueError, match="bad input"):
+def test_an_exception_of_the_call_is_raised_here_with_the_childs_traceback() -> None:
+    with pytest.raises(ValueError, match="bad input") as raised:
         start_forked(_raise, "bad input").result()
+    notes = "".join(getattr(raised.value, "__notes__", []))
+    assert "in the forked report step" in notes
+    assert "_raise" in notes
+
+
+class _TwoArgumentError(Exception):
+    def __init__(self, what: str, where: str) -> None:
+        super().__init__(f"{what} at {where}")
+
+
+def _raise_unrebuildable(marker: Path) -> None:
+    with marker.open("a") as runs:
+        runs.write(f"{os.getpid()}\n")
+    raise _TwoArgumentError("broken", "panel 3")
+
+
+def test_an_exception_that_does_not_unpickle_is_reported_not_run_again(tmp_path: Path) -> None:
+    marker = tmp_path / "runs.txt"
+    with pytest.raises(RuntimeError, match="_TwoArgumentError: broken at panel 3"):
+        start_forked(_raise_unrebuildable, marker).result()
+    assert len(marker.read_text().splitlines()) == 1  # the child's run only
+
+
+def _count_runs(marker: Path) -> int:
+    with marker.open("a") as runs:
+        runs.write("run\n")
+    return 7
+
+
+def test_a_second_result_gives_the_same_value_without_running_again(tmp_path: Path) -> None:
+    marker = tmp_path / "runs.txt"
+    call = start_forked(_count_runs, marker)
+    assert call.result() == 7
+    assert call.result() == 7
+    assert marker.read_text() == "run\n"
 
 
 def _die_unless_in(pid: int) -> str:
@@ -92,6 +129,53 @@ def test_the_child_holds_no_descriptor_of_this_process_but_its_pipe_and_stdio(tm
 
 def _sleep() -> None:
     time.sleep(60)
+
+
+def _hang_unless_in(pid: int) -> str:
+    if os.getpid() != pid:
+        time.sleep(3600)  # a child stuck on a lock another thread held at the fork
+    return "ran here"
+
+
+def test_a_child_that_does_not_answer_is_stopped_and_the_call_runs_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(forked, "CHILD_DEADLINE_S", 1.0)
+    started = time.monotonic()
+    assert start_forked(_hang_unless_in, os.getpid()).result() == "ran here"
+    assert time.monotonic() - started < 30
+
+
+def _sleep_after_writing_pid(path: Path) -> None:
+    path.write_text(str(os.getpid()))
+    time.sleep(60)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_an_interrupt_while_waiting_stops_and_reaps_the_child(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    call = start_forked(_sleep_after_writing_pid, pid_file)
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise _Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        with pytest.raises(_Interrupted):
+            call.result()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    with pytest.raises(ProcessLookupError):  # killed and reaped: no such process, not even a zombie
+        os.kill(int(pid_file.read_text()), 0)
 
 
 def test_cancel_stops_a_child_still_running() -> None:

@@ -95,6 +95,11 @@ class EntityLayout:
         return self.num_entities * (self.entity_features + self.entity_extras) + self.num_globals
 
     @property
+    def feature_columns(self) -> int:
+        """``M * F``: the entity features at the start of a row (before the extras and globals)."""
+        return self.num_entities * self.entity_features
+
+    @property
     def action_dim(self) -> int:
         """``A = K + M``."""
         return self.action_globals + self.num_entities

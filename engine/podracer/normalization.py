@@ -128,3 +128,19 @@ class NormalizationCache:
         """``obs`` ``(B, D)`` standardised with :meth:`constants` and clipped to ``[-clip, clip]``."""
         shift, scale = self.constants(obs.dtype)
         return RunningMeanStd.rescale(obs, shift, scale, clip)
+
+
+def add_feature_noise(
+    obs: torch.Tensor, std: float, columns: int, generator: torch.Generator
+) -> torch.Tensor:
+    """``obs`` ``(B, D)`` with ``N(0, std^2)`` noise added to its first ``columns`` columns (a new tensor).
+
+    The noise ``(B, columns)`` is one draw from ``generator``; ``std`` 0 returns ``obs`` itself and
+    draws nothing.
+    """
+    if std == 0.0:
+        return obs
+    noise = torch.randn(obs.shape[0], columns, generator=generator, device=obs.device, dtype=obs.dtype)
+    noisy = obs.clone()
+    noisy[:, :columns] += std * noise
+    return noisy

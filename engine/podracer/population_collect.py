@@ -19,7 +19,7 @@ import torch
 
 from podracer.entity_advantage import entity_terms, with_future
 from podracer.env_stack import stack_envs
-from podracer.normalization import RunningMeanStd
+from podracer.normalization import RunningMeanStd, add_feature_noise
 from podracer.pathwise import store_pathwise_inputs
 from podracer.ppo import PPOAgent
 from podracer.rollout import Rollout, bootstrap_truncated, compute_gae
@@ -99,13 +99,23 @@ def collect_population(
     episode_return = torch.zeros(pods, n, device=device)
     finished_return_sum = torch.zeros(pods, device=device)
     finished_count = torch.zeros(pods, device=device)
+    noisy = any(agent.config.obs_noise > 0.0 for agent in agents)
+    columns = agents[0].noise_columns()
     low, high = agents[0].action_low, agents[0].action_high
+
     with_policy = agents[0].model.value_with_policy
     for t in range(steps):
         grouped_raw = raw_obs.view(pods, n, obs_dim)
         obs_sum += grouped_raw.sum(1).double()
         obs_sumsq += grouped_raw.square().sum(1).double()
         obs = normalized(raw_obs)
+        if noisy:  # each pod's noise from its own generator, before its actions, as alone
+            obs = torch.stack(
+                [
+                    add_feature_noise(rows, agent.config.obs_noise, columns, generator)
+                    for rows, agent, generator in zip(obs, agents, generators, strict=True)
+                ]
+            )
         if with_policy:
             dist, step_values = model.distribution_and_value(params, obs)
             buf.values[t] = step_values.reshape(pods * n)

@@ -230,6 +230,13 @@ class PPOAgent:
         layout = self.model.layout
         return layout.num_entities, layout.action_globals
 
+    def noise_columns(self) -> int:
+        """Observation columns ``obs_noise`` perturbs: the entity features of a cross-sectional
+        policy (:attr:`~podracer.entity.EntityLayout.feature_columns`), else all ``D``."""
+        if isinstance(self.model, CrossSectionalActorCritic):
+            return self.model.layout.feature_columns
+        return self.obs_dim
+
     def normalization_constants(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """``(shift, scale)`` ``(D,)`` of the current observation statistics (entities tied alike)."""
         return self._normalization.constants(dtype)
@@ -265,7 +272,16 @@ class PPOAgent:
             )
         first_obs = self.begin_collection(env)
         collected = collect_rollout(
-            self.model, env, first_obs, buf, cfg, self.generator, self._normalize, self._scale, action_globals
+            self.model,
+            env,
+            first_obs,
+            buf,
+            cfg,
+            self.generator,
+            self._normalize,
+            self._scale,
+            action_globals,
+            noise_columns=self.noise_columns(),
         )
         self.end_collection(env, collected.next_obs)
         if cfg.normalize_observations:

@@ -24,6 +24,7 @@ from podracer.distributions import PolicyDistribution
 from podracer.entity import CrossSectionalActorCritic
 from podracer.entity_advantage import entity_terms, with_future
 from podracer.networks import ActorCritic
+from podracer.normalization import add_feature_noise
 from podracer.pathwise import store_pathwise_inputs
 from podracer.ppo_config import PPOConfig
 from podracer.protocols import TensorVectorEnv
@@ -94,6 +95,7 @@ def collect_rollout(
     normalize: Callable[[torch.Tensor], torch.Tensor],
     to_env_actions: Callable[[torch.Tensor], torch.Tensor],
     action_globals: int = 0,
+    noise_columns: int = 0,
 ) -> Collected:
     """Fill ``buf`` with ``T`` steps of ``env`` from ``raw_obs``, then its values, advantages and returns.
 
@@ -109,6 +111,8 @@ def collect_rollout(
         to_env_actions: unit actions ``(B, A)`` -> actions in the env's box.
         action_globals: ``K``, the global action dimensions before the entities' (per-entity
             advantages only: a buffer with ``entity_advantages``).
+        noise_columns: the leading observation columns ``cfg.obs_noise`` perturbs (drawn from
+            ``generator`` before each step's actions; :func:`~podracer.normalization.add_feature_noise`).
     """
     steps, num_envs = buf.rewards.shape
     device = buf.rewards.device
@@ -123,7 +127,7 @@ def collect_rollout(
     for t in range(steps):
         obs_sum += raw_obs.sum(0).double()
         obs_sumsq += raw_obs.square().sum(0).double()
-        obs = normalize(raw_obs)
+        obs = add_feature_noise(normalize(raw_obs), cfg.obs_noise, noise_columns, generator)
         dist: PolicyDistribution
         if with_policy:
             dist, buf.values[t] = model.distribution_and_value(obs)

@@ -109,6 +109,14 @@ class PPOConfig:
             relative to the step size: each step first multiplies every parameter by
             ``1 - learning_rate * weight_decay``; 0 is plain Adam. It keeps a network that sees the
             same train rows for many epochs from fitting their noise.
+        obs_noise: standard deviation of Gaussian noise added to the normalised entity features
+            of every observation a round collects (:func:`podracer.normalization.add_feature_noise`;
+            ``cross_sectional``: the ``M * F`` feature columns, not the extras or globals; ``mlp``:
+            every column), drawn from the agent's generator and kept in the rollout, so the update
+            learns from the observations the actions were taken on. A validation or backtest pass
+            never adds it. Like input-noise training in supervised learning (Bishop 1995), it keeps
+            a network that sees the same train rows for many epochs from fitting their noise;
+            0 turns it off.
     """
 
     rollout_steps: int = 64
@@ -142,6 +150,7 @@ class PPOConfig:
     critic_features: CriticFeatures = "own"
     forecast_coef: float = 0.0
     weight_decay: float = 0.0
+    obs_noise: float = 0.0
 
     PERTURBABLE: ClassVar[dict[str, tuple[float, float]]] = {
         "learning_rate": (1e-5, 3e-3),
@@ -199,6 +208,7 @@ class PPOConfig:
             "pathwise_risk": (0.0, None),
             "forecast_coef": (0.0, None),
             "weight_decay": (0.0, None),
+            "obs_noise": (0.0, None),
         }
         for name, (low, high) in ranges.items():
             value = float(getattr(self, name))

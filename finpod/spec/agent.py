@@ -87,6 +87,8 @@ FIXES: dict[str, str] = {
     "'cross_sectional', env.action_mode 'weights')",
     "weight_decay": "set agent.weight_decay to a decay >= 0 relative to the learning rate, e.g. 1.0 "
     "(0: plain Adam)",
+    "obs_noise": "set agent.obs_noise to a noise standard deviation >= 0 in normalised feature units, "
+    "e.g. 0.3 (0: off)",
     "critic_features": "set agent.critic_features = 'own' (the critic's own encoder) or 'actor' (the "
     "actor's pooled context; policy 'cross_sectional' only)",
 }

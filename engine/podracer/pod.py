@@ -16,6 +16,7 @@ file's say-so).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import numbers
@@ -143,9 +144,22 @@ def check_agent_config(
 
 
 def config_to_record(config: Any) -> dict[str, Any]:
-    """A JSON-ready record of a dataclass config: its type name and its fields (tuples as lists)."""
+    """A JSON-ready record of a dataclass config: its type name and its fields (tuples as lists).
+
+    A frozen (hashable) config's record is made once and copied (a tournament records every pod's
+    config after every round); the copy's top two levels are its own, deeper lists are shared.
+    """
+    try:
+        type_name, fields = _config_record(config)
+    except TypeError:  # an unhashable config
+        type_name, fields = _config_record.__wrapped__(config)
+    return {"type": type_name, "fields": dict(fields)}
+
+
+@functools.lru_cache(maxsize=1024)
+def _config_record(config: Any) -> tuple[str, dict[str, Any]]:
     fields = json.loads(json.dumps(dataclasses.asdict(config), allow_nan=False))
-    return {"type": config_type_name(config), "fields": fields}
+    return config_type_name(config), fields
 
 
 def _tuples(value: Any) -> Any:

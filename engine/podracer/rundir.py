@@ -212,7 +212,7 @@ class RunDirectory:
         pods to restart on resume. Its content is taken now."""
         self.progress.seconds = self.budget.elapsed()
         record = state_record(RunState(self.progress, self.finished, self.rng.bit_generator.state, pool))
-        self._writer.submit(atomic_write_json, self.path / STATE_NAME, record)
+        self._writer.submit(atomic_write_json, self.path / STATE_NAME, record, None)
 
     def save_pod_snapshot(self, pod_id: int, policy_version: int, agent_state: dict[str, Any]) -> str:
         """Queue a pod's snapshot for ``pods/``; returns its file name.

@@ -19,9 +19,9 @@ Layout (all writes atomic; see :mod:`podracer.snapshot`):
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import fcntl
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -121,6 +121,24 @@ class Progress:
     next_pod_id: int = 0
     last_round_env_steps: int = 0
     history: list[HistoryRecord] = field(default_factory=list)
+    _history_records: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
+
+    def history_records(self) -> list[dict[str, Any]]:
+        """:attr:`history` as JSON-ready dicts, each made once (the history only grows): a new list
+        whose dicts are shared and never changed."""
+        made = self._history_records
+        if len(made) > len(self.history):  # a history that was replaced, not grown
+            made.clear()
+        made.extend(
+            {
+                "elapsed_s": r.elapsed_s,
+                "env_steps": r.env_steps,
+                "best_score": r.best_score,
+                "scores": list(r.scores),
+            }
+            for r in self.history[len(made) :]
+        )
+        return list(made)
 
     def count_round(self, env_steps: int) -> None:
         """Count a finished round of ``env_steps`` env steps (it ends a run of crashes)."""
@@ -153,28 +171,28 @@ class RunState:
 
 
 def state_record(state: RunState) -> dict[str, Any]:
-    """``state.json``'s content: plain values, a copy of everything ``state`` holds now."""
+    """``state.json``'s content: plain values as ``state`` holds them now.
+
+    Everything in it is either made for it (the counters, the pool's list, the RNG state's copy) or
+    never changes (the history's records, :meth:`Progress.history_records`), so the file written
+    later from it shows this moment. The pool's records must be fresh dicts (``pod_record``'s).
+    """
     progress = state.progress
-    return json.loads(
-        json.dumps(
-            {
-                "format": STATE_FORMAT,
-                "version": RUN_FORMAT_VERSION,
-                "finished": state.finished,
-                "env_steps": progress.env_steps,
-                "seconds": progress.seconds,
-                "rounds": progress.rounds,
-                "crashes": progress.crashes,
-                "consecutive_crashes": progress.consecutive_crashes,
-                "next_pod_id": progress.next_pod_id,
-                "last_round_env_steps": progress.last_round_env_steps,
-                "rng": dict(state.rng),
-                "pool": state.pool,
-                "history": [dataclasses.asdict(record) for record in progress.history],
-            },
-            allow_nan=False,
-        )
-    )
+    return {
+        "format": STATE_FORMAT,
+        "version": RUN_FORMAT_VERSION,
+        "finished": state.finished,
+        "env_steps": progress.env_steps,
+        "seconds": progress.seconds,
+        "rounds": progress.rounds,
+        "crashes": progress.crashes,
+        "consecutive_crashes": progress.consecutive_crashes,
+        "next_pod_id": progress.next_pod_id,
+        "last_round_env_steps": progress.last_round_env_steps,
+        "rng": copy.deepcopy(dict(state.rng)),
+        "pool": list(state.pool),
+        "history": progress.history_records(),
+    }
 
 
 def read_state(run_dir: Path) -> RunState:

@@ -67,9 +67,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     fsync_directory(path.parent)
 
 
-def atomic_write_json(path: Path, record: Mapping[str, Any]) -> None:
-    """Write a JSON object atomically (see :func:`atomic_write_bytes`)."""
-    text = json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n"
+def atomic_write_json(path: Path, record: Mapping[str, Any], indent: int | None = 2) -> None:
+    """Write a JSON object atomically (see :func:`atomic_write_bytes`); ``indent=None`` writes it on
+    one line, with the C encoder (indenting takes Python's, about 10x slower on a long record)."""
+    text = json.dumps(record, indent=indent, sort_keys=True, allow_nan=False) + "\n"
     atomic_write_bytes(path, text.encode("utf-8"))
 
 

@@ -8,12 +8,13 @@ agent and env between its rounds as a Ray actor does (:class:`~podracer.backends
 and the orchestrator keeps everything durable in its own process.
 
 What travels (over a local socket pair per worker): the application's code, ``cloudpickle`` bytes of
-``(agent_factory, env_factory, evaluate)``, once per worker; a pod's agent state as tensors only
-(``torch.save`` bytes read with ``weights_only=True``), sent when the worker does not hold the pod's
-current state already and returned after every round, loaded into ``task.pod.agent`` before the
-round's future resolves. A pod stays on the worker that holds it, so its env's episode continues as
-in the orchestrator's process: with ``judge_order = "submission"``, the same seeds give the same
-leaderboard as the thread backend (tested on the toy task).
+``(agent_factory, env_factory, evaluate)``, once per worker; a pod's agent state as tensors and plain
+values only (:func:`~podracer.backends.pod_host.pack_state`: one flat buffer whose header names no
+class), sent when the worker does not hold the pod's current state already and returned after every
+round, loaded into ``task.pod.agent`` before the round's future resolves. A pod stays on the worker
+that holds it, so its env's episode continues as in the orchestrator's process: with
+``judge_order = "submission"``, the same seeds give the same leaderboard as the thread backend
+(tested on the toy task).
 
 Workers start when the backend is made, one per slot. On Linux they are forked from this process
 (``start = "fork"``, the default there), so they start in milliseconds with every module this process

@@ -9,12 +9,13 @@ What travels:
 
 * the application's code, once per tournament: ``(agent_factory, env_factory, evaluate)`` is put in
   the object store and cached by each worker (Ray pickles functions; that is how code reaches it);
-* the pod's agent state, as tensors: ``state_dict`` bytes written by ``torch.save`` and read back
-  with ``torch.load(weights_only=True)`` (:func:`pack_state`, :func:`unpack_state`), so an arbitrary
-  pickled object is refused on either side. A worker gets the state only when it does not hold the
-  pod's current one already (a new or restored pod, or a pod that moved worker) and returns the
-  trained state after every round; :meth:`RayBackend.submit` loads it into ``task.pod.agent`` before
-  the round's future resolves, so the orchestrator's snapshots and leaderboard see every round.
+* the pod's agent state, as tensors and plain values: one flat buffer of the tensors' bytes and a
+  header that names no class (:func:`pack_state`, :func:`unpack_state`, :mod:`podracer.state_codec`),
+  so an arbitrary pickled object is refused on either side. A worker gets the state only when it
+  does not hold the pod's current one already (a new or restored pod, or a pod that moved worker)
+  and returns the trained state after every round; :meth:`RayBackend.submit` loads it into
+  ``task.pod.agent`` before the round's future resolves, so the orchestrator's snapshots and
+  leaderboard see every round.
 
 Elasticity: :meth:`RayBackend.slots` counts, over the cluster's live nodes, the pod workers each can
 host (``floor(node CPUs / cpus_per_pod)``, and GPUs alike), so the pool grows when a node joins and

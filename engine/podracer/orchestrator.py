@@ -399,7 +399,12 @@ class Tournament:
 
     def _submit(self, pod: Pod, in_flight: dict[Future[RoundResult], int]) -> None:
         task = RoundTask(
-            pod, self.config.eval_every_rounds, self._evaluate, self._agent_factory, self._env_factory
+            pod,
+            self.config.eval_every_rounds,
+            self._evaluate,
+            self._agent_factory,
+            self._env_factory,
+            budget_spent=self._run.budget.fraction(),
         )
         in_flight[self.backend.submit(task)] = pod.pod_id
 

@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
 
 from podracer.errors import SnapshotError, TournamentError
-from podracer.protocols import Agent, Policy, RoundStats, TensorVectorEnv, deterministic_policy
+from podracer.protocols import (
+    Agent,
+    Policy,
+    RoundStats,
+    TensorVectorEnv,
+    deterministic_policy,
+    follow_budget,
+)
 
 
 class PodAgent(Agent, Protocol):
@@ -265,13 +272,17 @@ def pod_policy(agent: Agent) -> Policy:
     return deterministic_policy(agent)
 
 
-def run_round(pod: Pod, train_rounds: int, evaluate: Evaluate) -> RoundResult:
+def run_round(pod: Pod, train_rounds: int, evaluate: Evaluate, budget_spent: float = 0.0) -> RoundResult:
     """Train ``pod`` for ``train_rounds`` agent rounds, then score it with ``evaluate``.
+
+    An agent that follows the tournament's budget (:class:`~podracer.protocols.FollowsBudget`) is
+    told ``budget_spent``, the share of it spent when the round was submitted, first.
 
     Raises:
         TournamentError: the agent reported no env steps (the budget could never run out), or
             ``evaluate`` returned something that is not a finite number.
     """
+    follow_budget(pod.agent, budget_spent)
     env_steps = 0
     started = time.perf_counter()
     stats: RoundStats | None = None

@@ -45,7 +45,7 @@ def update_population(
     _, action_globals = agents[0].entity_shape()
     lrs = []
     for agent in agents:
-        lr = learning_rate_at(agent.config, agent.env_steps)
+        lr = learning_rate_at(agent.config, agent.env_steps, agent.budget_spent)
         set_optimizer_hypers(agent.optimizer, agent.config, lr)
         lrs.append(lr)
     low = (1.0 - hyper_column(agents, "clip_coef", device, float64=True)).float().unsqueeze(1)

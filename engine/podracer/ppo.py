@@ -147,6 +147,8 @@ class PPOAgent:
         """The EMA of the weights that evaluation uses (``config.eval_average`` > 0), else ``None``."""
         self.env_steps = 0
         self.policy_version = 0
+        self.budget_spent = 0.0
+        """The tournament's budget spent at this round's start (``lr_schedule = "budget"``); not saved."""
         self.epoch_hook: Callable[[torch.Tensor], torch.Tensor] | None = None
         """Called after every update epoch with its mean approximate KL (0-d); returns the KL to act on
         (:mod:`podracer.fusion` averages the learners there). ``None``: no hook."""
@@ -304,7 +306,7 @@ class PPOAgent:
             critic's against the returns; with the H-term on, ``h_term_loss`` is its last step's loss.
         """
         cfg = self.config
-        lr = learning_rate_at(cfg, self.env_steps)
+        lr = learning_rate_at(cfg, self.env_steps, self.budget_spent)
         set_optimizer_hypers(self.optimizer, cfg, lr)
         check_round_size(rollout.obs.shape[0] * rollout.obs.shape[1], cfg.num_minibatches)
         hook, h_term = self.epoch_hooks(rollout)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import torch
 
@@ -21,8 +21,11 @@ from podracer.entity import CrossSectionalActorCritic, EntityLayout
 from podracer.errors import PodracerError
 from podracer.networks import Activation, ActorCritic
 
-LrSchedule = Literal["constant", "linear"]
-"""``constant``: always ``learning_rate``; ``linear``: decays to 0 at ``total_env_steps``."""
+LrSchedule = Literal["constant", "linear", "budget"]
+"""``constant``: always ``learning_rate``; ``linear``: decays to 0 at ``total_env_steps`` (the agent's
+own env steps, a lineage's in a tournament); ``budget``: decays to 0 as a tournament's budget is
+spent (the share of it spent when each round starts; :func:`learning_rate_at`)."""
+LR_SCHEDULES: tuple[str, ...] = get_args(LrSchedule)
 
 PolicyKind = Literal["mlp", "cross_sectional"]
 """``mlp``: flat actor and critic MLPs over the whole observation, a Beta per action dimension
@@ -62,7 +65,8 @@ class PPOConfig:
         gamma: discount factor per env step, in ``(0, 1]``.
         gae_lambda: GAE bias/variance trade-off, in ``[0, 1]`` (1 = Monte Carlo returns).
         learning_rate: Adam step size at the start of training.
-        lr_schedule: ``"constant"`` or ``"linear"`` (decays to 0 at ``total_env_steps``).
+        lr_schedule: ``"constant"``, ``"linear"`` (decays to 0 at ``total_env_steps``) or
+            ``"budget"`` (decays to 0 as the tournament's budget is spent; :data:`LrSchedule`).
         total_env_steps: env steps over which the ``linear`` schedule decays (unused by ``constant``).
         update_epochs: passes over each round's transitions.
         num_minibatches: minibatches per pass (minibatch size is ``T * N / num_minibatches``).
@@ -215,9 +219,9 @@ class PPOConfig:
             if value < low or (high is not None and value > high) or value != value:
                 bound = f"[{low}, {high}]" if high is not None else f">= {low}"
                 raise AgentError(f"PPOConfig.{name} must be in {bound}, got {value}")
-        if self.lr_schedule not in ("constant", "linear"):
+        if self.lr_schedule not in LR_SCHEDULES:
             raise AgentError(
-                f"PPOConfig.lr_schedule must be 'constant' or 'linear', got {self.lr_schedule!r}"
+                f"PPOConfig.lr_schedule must be 'constant', 'linear' or 'budget', got {self.lr_schedule!r}"
             )
         if self.policy not in POLICY_KINDS:
             raise AgentError(f"PPOConfig.policy must be 'mlp' or 'cross_sectional', got {self.policy!r}")
@@ -285,13 +289,17 @@ PPOConfig.__module__ = "podracer.ppo"
 before it moved here, so runs written earlier still resume."""
 
 
-def learning_rate_at(config: PPOConfig, env_steps: int) -> float:
-    """Learning rate for a round that starts after ``env_steps`` env steps of training.
+def learning_rate_at(config: PPOConfig, env_steps: int, budget_spent: float = 0.0) -> float:
+    """Learning rate for a round that starts after ``env_steps`` env steps of training, when a share
+    ``budget_spent`` in ``[0, 1]`` of the tournament's budget is spent (0 outside a tournament).
 
     ``constant``: ``learning_rate``. ``linear``: ``learning_rate * max(0, 1 - env_steps / total_env_steps)``.
+    ``budget``: ``learning_rate * max(0, 1 - budget_spent)``.
     """
     if config.lr_schedule == "constant":
         return config.learning_rate
+    if config.lr_schedule == "budget":
+        return config.learning_rate * max(0.0, 1.0 - budget_spent)
     remaining = max(0.0, 1.0 - env_steps / config.total_env_steps)
     return config.learning_rate * remaining
 

@@ -102,6 +102,21 @@ class FreezesPolicy(Protocol):
         ...
 
 
+@runtime_checkable
+class FollowsBudget(Protocol):
+    """An agent whose training follows the tournament's budget (a learning rate that decays as it is
+    spent, :data:`podracer.ppo_config.LrSchedule` ``"budget"``)."""
+
+    budget_spent: float
+    """The share of the tournament's budget spent when its current round was submitted, in ``[0, 1]``."""
+
+
+def follow_budget(agent: Any, budget_spent: float) -> None:
+    """Tell ``agent`` the share ``budget_spent`` of the budget spent, if it follows it (a round's start)."""
+    if isinstance(agent, FollowsBudget):
+        agent.budget_spent = min(1.0, max(0.0, float(budget_spent)))
+
+
 def deterministic_policy(agent: Agent) -> Policy:
     """The deterministic policy of ``agent`` for evaluation loops (validation, backtest, replay).
 

@@ -170,6 +170,13 @@ class Spec(Model):
                 f"minibatches of at least {MIN_MINIBATCH_SIZE}; fix: raise agent.rollout_steps or "
                 f"env.num_envs{lower}"
             )
+        if config.lr_schedule == "budget" and self.tournament.learners > 1:
+            raise ValueError(
+                f"agent.lr_schedule: 'budget' decays the learning rate as the tournament's budget is "
+                f"spent, which tournament.learners = {self.tournament.learners} (learner fusion) does not "
+                "pass to its helper learners; fix: set agent.lr_schedule = 'linear' or 'constant', or "
+                "tournament.learners = 1"
+            )
         return self
 
     # ------------------------------------------------------------------ construction

@@ -84,6 +84,12 @@ BAD_FIELDS = [
     ({"agent": {"forecast_coef": -1.0}}, "agent.forecast_coef", "fix:"),
     ({"agent": {"weight_decay": -1.0}}, "agent.weight_decay", "plain Adam"),
     ({"tournament": {"backend": "population", "learners": 2}}, "tournament.learners", "learners = 1"),
+    (
+        {"agent": {"lr_schedule": "budget"}, "tournament": {"learners": 2}},
+        "agent.lr_schedule",
+        "learners = 1",
+    ),
+    ({"agent": {"lr_schedule": "cosine"}}, "agent", "'budget'"),
     ({"data": {"source": "dataset"}}, "data.path", "data.source"),
     ({"data": {"synthetic": {"n_symbols": 0}}}, "data.synthetic.n_symbols", "fix:"),
     ({"data": {"synthetic": {"signal": "wave"}}}, "data.synthetic.signal", "reversal"),

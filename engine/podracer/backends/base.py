@@ -38,6 +38,8 @@ class RoundTask:
         evaluate: the application's ``policy -> score``.
         agent_factory: ``(agent_config, seed) -> agent``, as given to the tournament.
         env_factory: ``seed -> env``, as given to the tournament.
+        budget_spent: the share of the tournament's budget spent when the round was submitted, in
+            ``[0, 1]``, handed to an agent that follows it (:class:`~podracer.protocols.FollowsBudget`).
     """
 
     pod: Pod
@@ -45,10 +47,11 @@ class RoundTask:
     evaluate: Evaluate
     agent_factory: AgentFactory
     env_factory: EnvFactory
+    budget_spent: float = 0.0
 
     def __call__(self) -> RoundResult:
         """Run the round in this process, on ``pod.agent`` and ``pod.env``."""
-        return run_round(self.pod, self.train_rounds, self.evaluate)
+        return run_round(self.pod, self.train_rounds, self.evaluate, self.budget_spent)
 
 
 @runtime_checkable

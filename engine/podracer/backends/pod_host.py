@@ -68,6 +68,7 @@ class PodHost:
         seed: int,
         train_rounds: int,
         state: bytes | None,
+        budget_spent: float = 0.0,
     ) -> tuple[dict[str, Any], bytes]:
         """Run one round of pod ``incarnation``; returns the :class:`RoundResult` fields and the new state.
 
@@ -80,6 +81,7 @@ class PodHost:
             train_rounds: agent rounds before the evaluation.
             state: :func:`pack_state` bytes of the agent to start from; ``None`` to continue with the
                 agent this host holds (only for the incarnation it holds).
+            budget_spent: the tournament's budget spent when the round was submitted (``RoundTask``).
 
         Raises:
             TournamentError: a new incarnation came without a state.
@@ -110,7 +112,7 @@ class PodHost:
             self._pod.agent.load_state_dict(unpack_state(state))
         pod = self._pod
         try:
-            result = run_round(pod, train_rounds, evaluate)
+            result = run_round(pod, train_rounds, evaluate, budget_spent)
         except BaseException:
             self._incarnation, self._pod = None, None  # half-trained: rebuild from the driver's state
             raise

@@ -32,7 +32,7 @@ from podracer.backends.base import RoundTask
 from podracer.errors import TournamentError
 from podracer.pod import RoundResult, check_score, pod_policy
 from podracer.population import PopulationPolicy, structure_key, train_population_round
-from podracer.protocols import ScoresMany
+from podracer.protocols import ScoresMany, follow_budget
 
 T = TypeVar("T")
 
@@ -164,6 +164,8 @@ def _run_group(members: list[tuple[RoundTask, Future[Any]]], workers: _Workers |
     tasks = [task for task, _ in members]
     agents = [task.pod.agent for task in tasks]
     envs = [task.pod.env for task in tasks]
+    for task in tasks:
+        follow_budget(task.pod.agent, task.budget_spent)
     started = time.perf_counter()
     rounds = tasks[0].train_rounds
     try:

@@ -7,7 +7,7 @@ closes (its driver stopped or died) or on a ``stop`` request. Ctrl-C reaches the
 its workers; a worker ignores it.
 
 Requests (``pickle`` of a tuple): ``("round", code_key, code, incarnation, pod_id, agent_config, seed,
-train_rounds, state)``, where ``code`` is the ``cloudpickle`` bytes of ``(agent_factory,
+train_rounds, state, budget_spent)``, where ``code`` is the ``cloudpickle`` bytes of ``(agent_factory,
 env_factory, evaluate)`` the first time ``code_key`` is sent to this worker and ``None`` after;
 ``("stop",)``. Replies: ``("ok", result_fields, state_bytes)`` or ``("error", exception_bytes | None,
 message)``.
@@ -53,13 +53,13 @@ def serve(connection: Connection) -> None:
             return
         if request[0] == "stop":
             return
-        _, code_key, code, incarnation, pod_id, agent_config, seed, train_rounds, state = request
+        _, code_key, code, incarnation, pod_id, agent_config, seed, train_rounds, state, spent = request
         reply: tuple[Any, ...]
         try:
             if code is not None:
                 codes = {code_key: cloudpickle.loads(code)}  # one tournament's code at a time
             fields, new_state = host.run_round(
-                codes[code_key], incarnation, pod_id, agent_config, seed, train_rounds, state
+                codes[code_key], incarnation, pod_id, agent_config, seed, train_rounds, state, spent
             )
             reply = ("ok", fields, new_state)
         except Exception as exc:

@@ -325,6 +325,7 @@ class ProcessBackend:
                     pod.seed,
                     task.train_rounds,
                     state,
+                    task.budget_spent,
                 )
             )
         except BaseException:

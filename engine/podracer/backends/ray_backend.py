@@ -255,7 +255,14 @@ class RayBackend:
             worker.busy = True
         state = pack_state(pod.agent.state_dict()) if fresh else None
         ref = worker.actor.run_round.remote(
-            [code], worker.incarnation, pod.pod_id, pod.agent_config, pod.seed, task.train_rounds, state
+            [code],
+            worker.incarnation,
+            pod.pod_id,
+            pod.agent_config,
+            pod.seed,
+            task.train_rounds,
+            state,
+            task.budget_spent,
         )
         outer: Future[Any] = Future()
         with self._lock:

@@ -49,6 +49,7 @@ class PodWorker:
         seed: int,
         train_rounds: int,
         state: bytes | None,
+        budget_spent: float = 0.0,
     ) -> tuple[dict[str, Any], bytes]:
         """Run one round of pod ``incarnation`` (:meth:`PodHost.run_round`); ``code`` is
         ``[ObjectRef]`` of ``(agent_factory, env_factory, evaluate)`` (boxed: fetched once)."""
@@ -57,4 +58,6 @@ class PodWorker:
             self._code = ray.get(code[0])
             self._code_key = key
         assert self._code is not None
-        return self._host.run_round(self._code, incarnation, pod_id, agent_config, seed, train_rounds, state)
+        return self._host.run_round(
+            self._code, incarnation, pod_id, agent_config, seed, train_rounds, state, budget_spent
+        )

@@ -53,6 +53,12 @@ class FusedAgent:
         lead = agent_factory(config, seed)
         if not isinstance(lead, PPOAgent):
             raise TournamentError(f"learner fusion averages PPOAgent learners, not {type(lead).__name__}")
+        if lead.config.lr_schedule == "budget":
+            raise TournamentError(
+                "learner fusion does not pass the tournament's budget to its helper learners, so "
+                "lr_schedule 'budget' cannot decay there; fix: use lr_schedule 'linear' or 'constant', "
+                "or one learner"
+            )
         self.lead = lead
         self.learners = learners
         self.fuse_moments = fuse_moments

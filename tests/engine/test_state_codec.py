@@ -127,6 +127,18 @@ def test_a_pickled_object_is_refused_when_decoding(capsys: pytest.CaptureFixture
     assert "pwned" not in capsys.readouterr().out
 
 
+def _header_with_record(record: tuple[Any, ...]) -> bytes:
+    """A header whose one tensor is the persistent id ``record`` (a forged offset, size, dtype, shape)."""
+    header = io.BytesIO()
+
+    class Forged(pickle.Pickler):
+        def persistent_id(self, obj: Any) -> Any:
+            return record if isinstance(obj, torch.Tensor) else None
+
+    Forged(header).dump({"w": torch.ones(2)})
+    return header.getvalue()
+
+
 def test_truncated_or_malformed_buffers_are_refused() -> None:
     data = encode_state({"w": torch.ones(100)})
     with pytest.raises(SnapshotError, match="not an encoded state"):
@@ -135,23 +147,8 @@ def test_truncated_or_malformed_buffers_are_refused() -> None:
         decode_state(MAGIC + (10**6).to_bytes(8, "little") + b"x")
     with pytest.raises(SnapshotError, match="malformed"):
         decode_state(data[: len(data) - 8])  # the last tensor runs past the end
-    header = io.BytesIO()
-
-    class Forged(pickle.Pickler):
-        def persistent_id(self, obj: Any) -> Any:
-            return (0, 8, "no such dtype", (2,)) if isinstance(obj, torch.Tensor) else None
-
-    Forged(header).dump({"w": torch.ones(2)})
-    with pytest.raises(SnapshotError, match="malformed"):
-        decode_state(_with_header(header.getvalue(), bytes(64)))
-    header = io.BytesIO()
-
-    class Oversized(pickle.Pickler):
-        def persistent_id(self, obj: Any) -> Any:
-            return (0, 0, "float32", (5,)) if isinstance(obj, torch.Tensor) else None
-
-    Oversized(header).dump({"w": torch.ones(2)})
-    with pytest.raises(SnapshotError, match="malformed"):
-        decode_state(_with_header(header.getvalue(), bytes(64)))
+    for forged in [(0, 8, "no such dtype", (2,)), (0, 0, "float32", (5,)), (-8, 8, "float32", (2,))]:
+        with pytest.raises(SnapshotError, match="malformed"):
+            decode_state(_with_header(_header_with_record(forged), bytes(64)))
     with pytest.raises(SnapshotError, match="is a list, not a dict"):
         decode_state(_with_header(pickle.dumps([1, 2])))

@@ -46,6 +46,21 @@ def unpack_state(data: bytes) -> dict[str, Any]:
     return decode_state(data)
 
 
+def round_arguments(task: Any, incarnation: int, state: bytes | None) -> tuple[Any, ...]:
+    """What :meth:`PodHost.run_round` takes after ``code`` for ``task`` (a
+    :class:`~podracer.backends.base.RoundTask`): one order for every transport."""
+    pod = task.pod
+    return (
+        incarnation,
+        pod.pod_id,
+        pod.agent_config,
+        pod.seed,
+        task.train_rounds,
+        state,
+        task.budget_spent,
+    )
+
+
 class PodHost:
     """One pod's agent and env, kept between that pod's rounds in a worker process.
 

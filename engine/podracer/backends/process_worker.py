@@ -53,14 +53,12 @@ def serve(connection: Connection) -> None:
             return
         if request[0] == "stop":
             return
-        _, code_key, code, incarnation, pod_id, agent_config, seed, train_rounds, state, spent = request
+        _, code_key, code, *arguments = request
         reply: tuple[Any, ...]
         try:
             if code is not None:
                 codes = {code_key: cloudpickle.loads(code)}  # one tournament's code at a time
-            fields, new_state = host.run_round(
-                codes[code_key], incarnation, pod_id, agent_config, seed, train_rounds, state, spent
-            )
+            fields, new_state = host.run_round(codes[code_key], *arguments)
             reply = ("ok", fields, new_state)
         except Exception as exc:
             reply = error_reply(exc)

@@ -51,7 +51,7 @@ import torch
 
 from podracer.backends import process_worker
 from podracer.backends.base import RoundTask, settle, wait_all
-from podracer.backends.pod_host import WorkerLostError, pack_state, unpack_state
+from podracer.backends.pod_host import WorkerLostError, pack_state, round_arguments, unpack_state
 from podracer.errors import TournamentError
 from podracer.pod import Pod, RoundResult
 
@@ -315,18 +315,7 @@ class ProcessBackend:
             state = pack_state(pod.agent.state_dict()) if fresh else None
             send_code = worker.code_key != code_key
             request = cloudpickle.dumps(
-                (
-                    "round",
-                    code_key,
-                    code if send_code else None,
-                    incarnation,
-                    pod.pod_id,
-                    pod.agent_config,
-                    pod.seed,
-                    task.train_rounds,
-                    state,
-                    task.budget_spent,
-                )
+                ("round", code_key, code if send_code else None, *round_arguments(task, incarnation, state))
             )
         except BaseException:
             with self._lock:

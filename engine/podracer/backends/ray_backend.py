@@ -53,6 +53,7 @@ import ray
 import ray.exceptions
 
 from podracer.backends.base import RoundTask, settle, wait_all
+from podracer.backends.pod_host import round_arguments
 from podracer.backends.ray_worker import PodWorker, WorkerLostError, pack_state, unpack_state
 from podracer.errors import TournamentError
 from podracer.pod import Pod, RoundResult
@@ -254,16 +255,7 @@ class RayBackend:
                 worker.pod_ref = weakref.ref(pod)
             worker.busy = True
         state = pack_state(pod.agent.state_dict()) if fresh else None
-        ref = worker.actor.run_round.remote(
-            [code],
-            worker.incarnation,
-            pod.pod_id,
-            pod.agent_config,
-            pod.seed,
-            task.train_rounds,
-            state,
-            task.budget_spent,
-        )
+        ref = worker.actor.run_round.remote([code], *round_arguments(task, worker.incarnation, state))
         outer: Future[Any] = Future()
         with self._lock:
             self._pending.add(outer)

@@ -121,7 +121,9 @@ class Progress:
     next_pod_id: int = 0
     last_round_env_steps: int = 0
     history: list[HistoryRecord] = field(default_factory=list)
-    _history_records: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
+    _history_records: list[dict[str, Any]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
 
     def history_records(self) -> list[dict[str, Any]]:
         """:attr:`history` as JSON-ready dicts, each made once (the history only grows): a new list

@@ -227,3 +227,30 @@ def test_a_new_bar_size_chooses_its_own_default_validation_chunks_but_keeps_stat
     assert (back.tournament.validation_chunks, back.tournament.validation_warmup_bars) == (16, 5)
     stated = daily.with_(tournament={"validation_chunks": 4}).with_(frequency="1min")
     assert (stated.tournament.validation_chunks, stated.tournament.validation_warmup_bars) == (4, 5)
+
+
+def test_the_learning_rate_decays_with_the_budget_on_daily_bars_only_and_never_under_fusion() -> None:
+    segments = {
+        "train": ["2016-01-04", "2017-12-29"],
+        "validation": ["2018-01-02", "2018-06-29"],
+        "backtest": ["2018-07-02", "2018-12-31"],
+    }
+
+    def schedule(frequency: str, agent: dict[str, Any] | None = None, learners: int = 1) -> str:
+        spec = Spec.from_dict(
+            {
+                "name": "s",
+                "frequency": frequency,
+                "segments": segments,
+                "agent": agent or {},
+                "tournament": {"learners": learners},
+            }
+        )
+        assert spec.resolved_dict()["agent"]["lr_schedule"] == spec.agent_config().lr_schedule
+        return spec.agent_config().lr_schedule
+
+    assert schedule("1d") == "budget"
+    assert schedule("1min") == "constant"
+    assert schedule("1d", learners=2) == "constant"
+    assert schedule("1d", {"lr_schedule": "constant"}) == "constant"
+    assert schedule("1min", {"lr_schedule": "budget"}) == "budget"

@@ -404,7 +404,7 @@ class Tournament:
             self._evaluate,
             self._agent_factory,
             self._env_factory,
-            budget_spent=self._run.budget.fraction(),
+            budget_spent=self._run.budget.schedule_fraction(),
         )
         in_flight[self.backend.submit(task)] = pod.pod_id
 

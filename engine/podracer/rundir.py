@@ -38,7 +38,7 @@ from podracer.runfiles import (
     state_record,
     write_config,
 )
-from podracer.schedule import budget_fraction, budget_left
+from podracer.schedule import budget_fraction, budget_left, schedule_fraction
 from podracer.snapshot import (
     SNAPSHOT_SUFFIX,
     TEMP_SUFFIX,
@@ -283,6 +283,10 @@ class BudgetClock:
     def fraction(self) -> float:
         """Spent share of the budget (:func:`budget_fraction`)."""
         return budget_fraction(self._config, self._progress.env_steps, self.elapsed())
+
+    def schedule_fraction(self) -> float:
+        """Spent share a learning-rate schedule follows (:func:`schedule_fraction`)."""
+        return schedule_fraction(self._config, self._progress.env_steps, self.elapsed())
 
     def left(self, rounds_in_flight: int) -> bool:
         """Whether a round may start with ``rounds_in_flight`` running (:func:`budget_left`)."""

@@ -57,6 +57,21 @@ def budget_fraction(config: TournamentConfig, env_steps: int, seconds: float) ->
     return min(1.0, max(shares))
 
 
+def schedule_fraction(config: TournamentConfig, env_steps: int, seconds: float) -> float:
+    """The spent share a learning-rate schedule follows (``lr_schedule = "budget"``), in ``[0, 1]``:
+    of the env-step budget when one is set, else of the wall budget (0 with neither).
+
+    Not :func:`budget_fraction`'s larger of the two: a rate that moved with the wall clock whenever it
+    ran ahead (every first round) would make a run that states an env-step budget it reaches first
+    differ from one machine, or one run, to the next in its last bits.
+    """
+    if config.budget_env_steps is not None:
+        return min(1.0, env_steps / config.budget_env_steps)
+    if config.budget_seconds is not None:
+        return min(1.0, seconds / config.budget_seconds)
+    return 0.0
+
+
 def budget_left(
     config: TournamentConfig, env_steps: int, last_round_env_steps: int, rounds_in_flight: int, seconds: float
 ) -> bool:

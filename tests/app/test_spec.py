@@ -229,7 +229,7 @@ def test_a_new_bar_size_chooses_its_own_default_validation_chunks_but_keeps_stat
     assert (stated.tournament.validation_chunks, stated.tournament.validation_warmup_bars) == (4, 5)
 
 
-def test_the_learning_rate_decays_with_the_budget_on_daily_bars_only_and_never_under_fusion() -> None:
+def test_the_learning_rate_is_constant_unless_a_spec_asks_and_fusion_keeps_it_constant() -> None:
     segments = {
         "train": ["2016-01-04", "2017-12-29"],
         "validation": ["2018-01-02", "2018-06-29"],
@@ -249,8 +249,8 @@ def test_the_learning_rate_decays_with_the_budget_on_daily_bars_only_and_never_u
         assert spec.resolved_dict()["agent"]["lr_schedule"] == spec.agent_config().lr_schedule
         return spec.agent_config().lr_schedule
 
-    assert schedule("1d") == "budget"
+    assert schedule("1d") == "constant"
     assert schedule("1min") == "constant"
-    assert schedule("1d", learners=2) == "constant"
-    assert schedule("1d", {"lr_schedule": "constant"}) == "constant"
+    assert schedule("1d", {"lr_schedule": "budget"}) == "budget"
     assert schedule("1min", {"lr_schedule": "budget"}) == "budget"
+    assert schedule("1d", learners=2) == "constant"

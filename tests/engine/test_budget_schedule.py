@@ -24,6 +24,7 @@ from podracer.backends.base import Backend
 from podracer.fusion.agent import FusedAgent
 from podracer.ppo import PPOAgent, PPOConfig, learning_rate_at
 from podracer.protocols import follow_budget
+from podracer.schedule import schedule_fraction
 
 BUDGET_PPO = dataclasses.replace(TINY_PPO, lr_schedule="budget")
 ROUNDS = 24
@@ -119,3 +120,14 @@ def test_a_resumed_run_decays_from_where_it_stopped(tmp_path: Path) -> None:
         second.run(on_event=record)
     assert resumed_ratios
     assert max(resumed_ratios) <= min(ratios) + 1e-6
+
+
+def test_the_rate_follows_the_env_step_budget_whenever_one_is_set() -> None:
+    """The wall clock runs ahead of the env steps in every first round; a rate that followed it would
+    make a run that states an env-step budget differ in its last bits from one run to the next."""
+    both = tournament_config(budget_env_steps=1000, budget_seconds=60.0)
+    assert schedule_fraction(both, env_steps=0, seconds=30.0) == 0.0
+    assert schedule_fraction(both, env_steps=250, seconds=59.0) == 0.25
+    wall_only = tournament_config(budget_env_steps=None, budget_seconds=60.0)
+    assert schedule_fraction(wall_only, env_steps=10**9, seconds=15.0) == 0.25
+    assert schedule_fraction(wall_only, env_steps=0, seconds=90.0) == 1.0

@@ -368,7 +368,7 @@ def test_config_round_trips_as_plain_values() -> None:
         ("gamma", 1.5, r"gamma must be in \[0.0, 1.0\]"),
         ("learning_rate", -1.0, "learning_rate must be in >= 0.0"),
         ("rollout_steps", 0, "rollout_steps must be >= 1"),
-        ("lr_schedule", "cosine", "lr_schedule must be 'constant' or 'linear'"),
+        ("lr_schedule", "cosine", "lr_schedule must be 'constant', 'linear' or 'budget'"),
         ("activation", "gelu", "activation must be"),
         ("hidden_sizes", (), "hidden_sizes must be non-empty"),
         ("target_kl", 0.0, "target_kl must be > 0 or None"),

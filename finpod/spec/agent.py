@@ -102,20 +102,17 @@ FIXES: dict[str, str] = {
 
 
 def agent_defaults(
-    agent: Mapping[str, Any], action_mode: str = "weights", frequency: str = "1d", learners: int = 1
+    agent: Mapping[str, Any], action_mode: str = "weights", frequency: str = "1d"
 ) -> dict[str, Any]:
     """:data:`AGENT_DEFAULTS` for an ``[agent]`` table: per-asset advantages and the pathwise term
     only where they apply (the cross-sectional policy trading target weights), else ``advantages =
     "joint"`` and ``pathwise_coef = 0``; the critic on the actor's context only for the
     cross-sectional policy; without the pathwise term the learning rate
     :data:`SCORE_FUNCTION_LEARNING_RATE`; on minute bars (``frequency = "1min"``) with
-    :data:`INTRADAY_AGENT_DEFAULTS` over them; with learner fusion (``learners > 1``) the constant
-    learning rate (fusion's helper learners do not follow the budget)."""
+    :data:`INTRADAY_AGENT_DEFAULTS` over them."""
     defaults = dict(AGENT_DEFAULTS)
     if frequency == "1min":
         defaults |= INTRADAY_AGENT_DEFAULTS
-    if learners > 1:
-        defaults["lr_schedule"] = "constant"
     policy = agent.get("policy", defaults["policy"])
     if policy != "cross_sectional":
         defaults["critic_features"] = "own"
@@ -135,7 +132,7 @@ def uses_pathwise(agent: Mapping[str, Any]) -> bool:
 
 
 def ppo_config_from(
-    agent: Mapping[str, Any], action_mode: str = "weights", frequency: str = "1d", learners: int = 1
+    agent: Mapping[str, Any], action_mode: str = "weights", frequency: str = "1d"
 ) -> PPOConfig:
     """``PPOConfig`` from the ``[agent]`` table over :func:`agent_defaults`, with unknown keys and bad
     values as one-line errors.
@@ -144,7 +141,6 @@ def ppo_config_from(
         agent: the ``[agent]`` table.
         action_mode: the env's ``action_mode``; per-asset advantages need ``"weights"``.
         frequency: the spec's bar size, ``"1d"`` or ``"1min"`` (whose defaults differ).
-        learners: ``tournament.learners`` (learner fusion keeps a constant learning rate).
 
     Raises:
         ValueError: an unknown key or a value PPOConfig rejects (pydantic turns it into a SpecError).
@@ -162,7 +158,7 @@ def ppo_config_from(
             f"does not report; fix: {JOINT_ONLY_FIX}"
         )
     try:
-        return PPOConfig.from_dict({**agent_defaults(agent, action_mode, frequency, learners), **agent})
+        return PPOConfig.from_dict({**agent_defaults(agent, action_mode, frequency), **agent})
     except (TypeError, ValueError) as err:
         named = re.match(r"PPOConfig\.(\w+) (.*)", str(err))
         if named is None:

@@ -159,7 +159,7 @@ class Spec(Model):
     def _round_fills_minibatches(self) -> Spec:
         """A PPO round of ``rollout_steps x num_envs`` transitions must fill every minibatch (and the
         agent's advantages suit the env's action mode)."""
-        config = ppo_config_from(self.agent, self.env.action_mode, self.frequency, self.tournament.learners)
+        config = ppo_config_from(self.agent, self.env.action_mode, self.frequency)
         batch = config.rollout_steps * self.env.num_envs
         if batch < MIN_MINIBATCH_SIZE * config.num_minibatches:
             most = batch // MIN_MINIBATCH_SIZE
@@ -355,7 +355,7 @@ class Spec(Model):
     def agent_config(self) -> PPOConfig:
         """The ``[agent]`` table over finpod's defaults for the spec's bar size
         (:func:`~finpod.spec.agent.agent_defaults`) as the PPOConfig the first pods start from."""
-        return ppo_config_from(self.agent, self.env.action_mode, self.frequency, self.tournament.learners)
+        return ppo_config_from(self.agent, self.env.action_mode, self.frequency)
 
     def benchmark(self) -> str | None:
         """The market ETF's ticker, or ``None`` when ``benchmark_symbol`` is empty."""

@@ -1,6 +1,7 @@
 """The import graph of ``finpod/`` and ``engine/podracer/``: no circles between modules, none between
 the parts of a package (no arrow back up from a lower layer), and finpod sees the engine only through
-``podracer.api``.
+``podracer.api`` (and ``podracer.errors``, the exception types alone, which load no torch: the CLI's
+error handler needs them before any command has loaded the engine).
 
 The graph is built statically with :mod:`ast` from every ``import`` statement in every module,
 wherever it stands: at the top, inside a function (a lazy import is still an arrow between two
@@ -35,6 +36,7 @@ SOURCE_ROOTS = (REPO_ROOT, REPO_ROOT / "engine")
 """Where module names start: ``finpod`` lives at the repo root, ``podracer`` under ``engine/``."""
 PACKAGES = ("finpod", "podracer")
 ENGINE_FACE = "podracer.api"
+ENGINE_ERRORS = "podracer.errors"
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,7 @@ def engine_reaches(arrows: Iterable[Arrow]) -> list[str]:
         for arrow in arrows
         if arrow.source.split(".")[0] == "finpod"
         and arrow.written.split(".")[0] == "podracer"
-        and arrow.written != ENGINE_FACE
+        and arrow.written not in (ENGINE_FACE, ENGINE_ERRORS)
     ]
 
 

@@ -7,21 +7,27 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.table import Table
 
 from finpod.alpaca_endpoints import ALPACA_DATA_URL
 from finpod.cli.output import err_console, out_console
-from finpod.data.dataset_info import DatasetInfo, dataset_info
-from finpod.data.importers import DuplicatePolicy, OutlierPolicy, import_paths
-from finpod.data.importers.naive_times import BarAnchor, naive_reading
-from finpod.data.signals import SignalKind, SignalSpec
-from finpod.data.store import Manifest
-from finpod.data.synth import ALPHA_ANNUAL, DEFAULT_START, write_synth_dataset
+from finpod.data.choices import (
+    ALPHA_ANNUAL,
+    DEFAULT_START,
+    BarAnchor,
+    DuplicatePolicy,
+    OutlierPolicy,
+    SignalKind,
+)
 from finpod.errors import SpecError
 from finpod.net import DEFAULT_TIMEOUTS
+
+if TYPE_CHECKING:  # the data layer (pandas, pyarrow, torch) loads in the commands, not for --help
+    from finpod.data.dataset_info import DatasetInfo
+    from finpod.data.store import Manifest
 
 app = typer.Typer(no_args_is_help=True)
 Frequency = Literal["1min", "1d"]
@@ -115,6 +121,9 @@ def synth(
     target = out if out is not None else legacy_out
     if target is None:
         raise SpecError("data synth: no dataset folder; fix: pass --out FOLDER, e.g. --out data/synthetic")
+    from finpod.data.signals import SignalSpec
+    from finpod.data.synth import write_synth_dataset
+
     first = _date(start, "--start")
     planted = SignalSpec(signal, signal_strength)
     manifest = write_synth_dataset(
@@ -192,6 +201,9 @@ def import_(
     ] = None,
 ) -> None:
     """Import vendor CSV/parquet files (formats detected from headers and names) into a dataset."""
+    from finpod.data.importers import import_paths
+    from finpod.data.importers.naive_times import naive_reading
+
     manifest = import_paths(
         paths,
         out,
@@ -302,6 +314,8 @@ def info(
     ] = False,
 ) -> None:
     """Symbols, frequency, first/last bar, bars, filled bars, tradable share, adjustment, repairs."""
+    from finpod.data.dataset_info import dataset_info
+
     summary = dataset_info(dataset)
     if as_json:
         typer.echo(json.dumps(summary.to_json_dict()))

@@ -21,7 +21,7 @@ from typing import Final, TextIO
 from finpod.cli import output
 from finpod.errors import FinpodError
 from finpod.net import redact, register_secret
-from podracer.api import PodracerError
+from podracer.errors import PodracerError
 
 USER_ERROR: Final[int] = 2
 """Exit code of a mistake the user can fix (bad file, spec, flag, folder, disk)."""

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pandas as pd
 import typer
 from rich.table import Table
 
 from finpod.cli.output import out_console, print_json
+
+if TYPE_CHECKING:  # pandas loads with the catalog, not for --help
+    import pandas as pd
 
 app = typer.Typer(no_args_is_help=True)
 PERCENT = ("annual_return", "max_drawdown", "cumulative_return", "annual_volatility")

@@ -44,13 +44,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Literal, get_args
+from typing import Final, get_args
 
 import numpy as np
 
+from finpod.data.choices import SignalKind
 from finpod.errors import SpecError
 
-SignalKind = Literal["none", "reversal", "momentum", "reversal_5", "momentum_60", "volume", "nonlinear"]
 SIGNAL_KINDS: Final[tuple[str, ...]] = get_args(SignalKind)
 AR_KINDS: Final[tuple[str, ...]] = ("reversal", "momentum")
 """The kinds planted as an AR(1) of demeaned returns (the original model)."""

@@ -62,6 +62,7 @@ import pandas as pd
 import pyarrow as pa
 
 from finpod.data.calendar import NS_PER_MINUTE
+from finpod.data.choices import ALPHA_ANNUAL, DEFAULT_START
 from finpod.data.importers.common import ZERO_VOLUME_BARS
 from finpod.data.schema import BAR_COLUMNS
 from finpod.data.signals import AR_KINDS, NO_SIGNAL, SignalPlanter, SignalSpec
@@ -72,7 +73,6 @@ from finpod.errors import SpecError
 
 TRADING_DAYS_PER_YEAR: Final[int] = 252
 MARKET_DRIFT_ANNUAL: Final[float] = 0.06
-ALPHA_ANNUAL: Final[float] = 0.10
 ALPHA_EVERY: Final[int] = 4
 """Symbol number ``0 mod ALPHA_EVERY`` carries +alpha, ``1 mod ALPHA_EVERY`` carries -alpha."""
 MARKET_VOL_ANNUAL: Final[float] = 0.16
@@ -95,7 +95,6 @@ VOLUME_NOISE_LOG_STD: Final[float] = 0.3
 VOLUME_RESPONSE_TO_MOVE: Final[float] = 0.5
 """Volume multiplier per unit of |bar return| / bar volatility."""
 SYMBOL_PREFIX: Final[str] = "SYN"
-DEFAULT_START: Final[str] = "2016-01-04"
 _CHUNK_BARS_PER_SYMBOL: Final[int] = 390 * 20
 """Bars per symbol generated at once (about 20 minute sessions), to bound temporary memory."""
 

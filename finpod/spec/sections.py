@@ -11,7 +11,8 @@ from pydantic import (
     model_validator,
 )
 
-from finpod.data.signals import MAX_SIGNAL_STRENGTH, SignalKind
+from finpod.data.choices import SignalKind
+from finpod.data.signals import MAX_SIGNAL_STRENGTH
 from finpod.env.config import ActionMode, EnvConfig, FillMode, RewardMode
 from finpod.spec.base import DateRange, Model, default_of
 from podracer.api import PoolSchedule, PPOConfig, TournamentConfig

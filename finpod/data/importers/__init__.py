@@ -20,13 +20,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
 import numpy as np
 import pandas as pd
 
 from finpod.data import xnas_sessions
 from finpod.data.calendar import EXCHANGE_TIMEZONE, NS_PER_MINUTE
+from finpod.data.choices import DuplicatePolicy, OutlierPolicy
 from finpod.data.importers import alphavantage, pooksoft, tabular
 from finpod.data.importers.common import (
     OUTSIDE_REGULAR_HOURS,
@@ -317,7 +318,6 @@ def _check_splits(
     )
 
 
-OutlierPolicy = Literal["error", "drop", "keep"]
 OUTLIERS_DROPPED: Final[str] = "outlier_bars_dropped"
 OUTLIERS_KEPT: Final[str] = "outlier_bars_kept"
 
@@ -350,7 +350,6 @@ def _check_outliers(loaded_files: list[LoadedFile], on_outlier: OutlierPolicy) -
     return problems
 
 
-DuplicatePolicy = Literal["error", "first", "last"]
 DUPLICATES_DROPPED: Final[str] = "duplicate_bars_dropped"
 INVALID_ROWS_DROPPED: Final[str] = "invalid_rows_dropped"
 PROBLEMS_SHOWN: Final[int] = 3

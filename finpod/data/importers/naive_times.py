@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import zoneinfo
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 import pandas as pd
 
+from finpod.data.choices import BarAnchor
 from finpod.errors import DataError, SpecError
 
-BarAnchor = Literal["start", "end"]
-"""Whether a naive intraday timestamp marks its bar's start or its end."""
 FLAGS_HINT: Final[str] = (
     "--timestamps start|end and --tz ZONE (e.g. --timestamps start --tz America/New_York)"
 )

@@ -451,8 +451,16 @@ class _Problem:
 
     @functools.cached_property
     def tournament_config(self) -> TournamentConfig:
-        """The spec's tournament settings (its budgets and leaderboard window)."""
-        return self.spec.tournament_config()
+        """The spec's tournament settings (its budgets, on the selection panel's train bars, and
+        leaderboard window)."""
+        start, stop = self.selection.segment("train")
+        return self.spec.tournament_config(train_bars=stop - start)
+
+    @property
+    def env_step_budget(self) -> int:
+        """Env steps per contender: the spec's budget on the selection panel's train bars."""
+        start, stop = self.selection.segment("train")
+        return self.spec.env_step_budget(stop - start)
 
     @property
     def steps_per_score(self) -> int:
@@ -573,13 +581,14 @@ def _restore(problem: _Problem, state: dict[str, Any]) -> Policy:
 
 def _run_single(problem: _Problem) -> tuple[dict[str, Policy], int]:
     config = problem.spec.agent_config()
-    _, state, steps = _train_one(problem, config, problem.spec.seed, problem.spec.tournament.budget_env_steps)
+    budget = problem.env_step_budget
+    _, state, steps = _train_one(problem, config, problem.spec.seed, budget)
     return {"best": _restore(problem, state)}, steps
 
 
 def _run_best_of(problem: _Problem) -> tuple[dict[str, Policy], int]:
     config = problem.spec.agent_config()
-    budget = problem.spec.tournament.budget_env_steps // POOL_SIZE
+    budget = problem.env_step_budget // POOL_SIZE
     runs = [_train_one(problem, config, problem.spec.seed * POOL_SIZE + i, budget) for i in range(POOL_SIZE)]
     _, state, _ = max(runs, key=lambda run: run[0])
     return {"best": _restore(problem, state)}, sum(run[2] for run in runs)
@@ -600,7 +609,7 @@ def _run_tournament(problem: _Problem) -> tuple[dict[str, Policy], int]:
         pod_backend(spec, problem.device) as backend,
     ):
         tournament = Tournament(
-            spec.tournament_config(),
+            problem.tournament_config,
             Path(scratch),
             factory,
             spec.agent_config(),

@@ -263,6 +263,9 @@ def train(
     )
 
     base = spec.agent_config()
+    train_start, train_stop = panel.segment("train")
+    config = spec.tournament_config(train_bars=train_stop - train_start)
+    budget_env_steps = spec.env_step_budget(train_stop - train_start)
     precision = spec.tournament.cuda_matmul_precision
     factory = precision_agent_factory(context.agent_factory, device, precision)
     factory = fused_agent_factory(factory, make_env, spec.tournament.learners)
@@ -270,16 +273,14 @@ def train(
         if resume and tournament_exists(run_dir.tournament):
             tournament = Tournament.resume(run_dir.tournament, factory, base, make_env, evaluate, backend)
         else:
-            tournament = Tournament(
-                spec.tournament_config(), run_dir.tournament, factory, base, make_env, evaluate, backend
-            )
+            tournament = Tournament(config, run_dir.tournament, factory, base, make_env, evaluate, backend)
         scores = lambda: tournament.leaderboard.scores()  # noqa: E731
         with (
             tournament,
             TrainingMonitor(
                 console,
                 run_dir.tensorboard,
-                spec.tournament.budget_env_steps,
+                budget_env_steps,
                 scores,
                 budget_seconds=spec.tournament.budget_seconds,
             ) as monitor,

@@ -34,6 +34,7 @@ SPEC_ROWS: tuple[tuple[str, str], ...] = tuple(
         ("Tournament pool size", "tournament.pool_size"),
         ("Leaderboard size", "tournament.leaderboard_size"),
         ("Budget (env steps)", "tournament.budget_env_steps"),
+        ("Budget (passes over the train bars)", "tournament.budget_passes"),
         ("Ensemble k", "tournament.ensemble_k"),
         ("Seed", "seed"),
     )

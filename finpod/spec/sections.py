@@ -303,10 +303,17 @@ class TournamentSpec(Model):
     )
     """Fields that say where pods train, not what: left out of the spec hash and the TournamentConfig."""
     AGENT_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"ensemble_k", "learners", "validation_chunks", "validation_warmup_bars", "cuda_matmul_precision"}
+        {
+            "ensemble_k",
+            "learners",
+            "validation_chunks",
+            "validation_warmup_bars",
+            "cuda_matmul_precision",
+            "budget_passes",
+        }
     )
     """Fields finpod applies itself (selection, learner fusion, the validation score, matmul
-    precision): left out of the TournamentConfig."""
+    precision, the budget in passes over the train bars): left out of the TournamentConfig."""
 
     pool_size: int = Field(
         _tournament_default("pool_size"), ge=1, description="pods training at once", examples=[2]
@@ -322,6 +329,15 @@ class TournamentSpec(Model):
         ge=1,
         description="total env transitions over all pods (the run stops at this or budget_seconds)",
         examples=[200_000],
+    )
+    budget_passes: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="passes over the train segment's bars: the run stops after budget_passes x train "
+        "bars env steps, or at budget_env_steps or budget_seconds if one comes first (env steps count "
+        "bars over all envs and pods: 64 passes of 1,512 daily bars are 96,768 env steps)",
+        examples=[64],
     )
     budget_seconds: float = Field(
         _tournament_default("budget_seconds"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -344,13 +345,35 @@ class Spec(Model):
         settings = self.env.model_dump(exclude={*EnvSpec.BATCH_FIELDS})
         return EnvConfig(**settings, random_start=random_start)
 
-    def tournament_config(self) -> TournamentConfig:
+    def tournament_config(self, train_bars: int | None = None) -> TournamentConfig:
         """The ``[tournament]`` table (and the spec's seed) as podracer's config; the fields finpod
-        applies itself and those that say where pods run are left out."""
+        applies itself and those that say where pods run are left out, and the env-step budget is
+        :meth:`env_step_budget` of the train segment's ``train_bars`` (without them, the spec's
+        ``budget_env_steps`` alone: a run and the skill bench pass them)."""
         settings = self.tournament.model_dump(
             exclude={*TournamentSpec.AGENT_FIELDS, *TournamentSpec.PLACEMENT_FIELDS}
         )
+        if train_bars is not None:
+            settings["budget_env_steps"] = self.env_step_budget(train_bars)
         return TournamentConfig(**settings, seed=self.seed)
+
+    def env_step_budget(self, train_bars: int) -> int:
+        """The run's env-step budget on a train segment of ``train_bars`` bars: ``budget_env_steps``,
+        or ``budget_passes x train_bars`` (rounded up) where that is smaller.
+
+        Raises:
+            SpecError: ``budget_passes`` is set and the train segment has no bar.
+        """
+        stated = self.tournament.budget_env_steps
+        passes = self.tournament.budget_passes
+        if passes is None:
+            return stated
+        if train_bars < 1:
+            raise SpecError(
+                f"segments.train: {train_bars} bars cannot be passed over "
+                f"(tournament.budget_passes = {passes}); fix: widen the train segment"
+            )
+        return min(stated, max(1, math.ceil(passes * train_bars)))
 
     def agent_config(self) -> PPOConfig:
         """The ``[agent]`` table over finpod's defaults for the spec's bar size

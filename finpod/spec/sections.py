@@ -50,15 +50,29 @@ there), so a spec that says nothing gets a tournament that learns within two min
   share tripled at 0.003 while one multi-bar reversal seed did best at 0.01, so no one value
   serves every signal; BENCHMARKS.md "Where the volume kind's skill goes"); a child redraws a
   field from it with probability 0.25 (Ray Tune PBT's resample default), so a poor start is escaped;
-* a wall budget of 120 s (rounds are a fraction of a second, so the run ends within a few seconds
-  of it) with a 2M env-step cap; a spec that must be reproducible on any machine states
-  ``budget_env_steps`` and a ``budget_seconds`` it never reaches, as ``strategies/demo.toml`` does;
+* 64 passes over the train segment's bars (:data:`DEFAULT_BUDGET_PASSES`, for a spec silent on
+  ``budget_env_steps``), a wall budget of 120 s (rounds are a fraction of a second, so the run ends
+  within a few seconds of it) and a 2M env-step cap, whichever comes first: on daily bars the
+  passes usually do, and the run is then the same on any machine; a spec that must be reproducible
+  on any machine states ``budget_env_steps`` and a ``budget_seconds`` it never reaches, as
+  ``strategies/demo.toml`` does;
 * no trajectory archive (``archive_size`` 0, podracer's default): the trajectory trader (the average
   of judged rounds evenly spaced over the whole run, :mod:`podracer.archive`) held a lower median
   share of the oracle's edge than the pick on the skill bench's reported seeds at 120 s on every
   kind, with a higher floor on the volume kind only (BENCHMARKS.md "The trajectory ensemble");
   ``archive_size = 16`` adds it to a run.
 """
+
+DEFAULT_BUDGET_PASSES: Final[float] = 64.0
+"""The ``budget_passes`` of a ``[tournament]`` that states neither it nor ``budget_env_steps``: 64
+passes over the train segment's bars, then the run stops (or at ``budget_seconds`` first). Daily
+data is small (six years are 1,510 bars), and the tournament's picks come from its first passes:
+on the skill bench's 24 paired seeds (3 kinds, tuning and reported seeds) runs of 100k env steps
+(66 passes) picked as well as runs of 200k (132 passes; a mean +0.04 Sharpe over equal weight, 11
+up, 10 down; the reported seeds' median shares 0.63, 0.62 and 1.23 against 0.22, 0.46 and 1.19),
+in half the time (BENCHMARKS.md "A daily budget in passes over the train bars"). Minute bars have
+390 bars a session, so there the wall budget (or the 2M env-step cap) stops the run first. A spec
+that states ``budget_env_steps`` is taken at its word: it gets no pass budget unless it states one."""
 
 SCORE_FUNCTION_TOURNAMENT_DEFAULTS: dict[str, Any] = {
     "perturb_bounds": {"learning_rate": (1e-4, 3e-2), "gamma": (0.0, 0.99)},

@@ -29,6 +29,7 @@ from finpod.spec.messages import one_line
 from finpod.spec.sections import (
     DAILY_VALIDATION_CHUNKS,
     DAILY_VALIDATION_WARMUP_BARS,
+    DEFAULT_BUDGET_PASSES,
     INTRADAY_TOURNAMENT_DEFAULTS,
     INTRADAY_VALIDATION_DEFAULTS,
     SCORE_FUNCTION_TOURNAMENT_DEFAULTS,
@@ -143,7 +144,9 @@ class Spec(Model):
     def _search_space(cls, raw: Any) -> Any:
         """A ``[tournament]`` silent on ``perturb_bounds`` searches around the agent it trains
         (:func:`default_search_defaults`); on minute bars one silent on the validation chunks scores
-        in one continuous pass (:data:`~finpod.spec.sections.INTRADAY_VALIDATION_DEFAULTS`)."""
+        in one continuous pass (:data:`~finpod.spec.sections.INTRADAY_VALIDATION_DEFAULTS`); one
+        silent on both ``budget_env_steps`` and ``budget_passes`` stops after
+        :data:`~finpod.spec.sections.DEFAULT_BUDGET_PASSES` passes over its train bars."""
         if not isinstance(raw, dict):
             return raw
         tournament, agent, env = (raw.get(key, {}) for key in ("tournament", "agent", "env"))
@@ -153,6 +156,8 @@ class Spec(Model):
         defaults = default_search_defaults(agent, str(env.get("action_mode", "weights")), frequency)
         if frequency == "1min":
             defaults = {**defaults, **INTRADAY_VALIDATION_DEFAULTS}
+        if "budget_env_steps" not in tournament:
+            defaults = {**defaults, "budget_passes": DEFAULT_BUDGET_PASSES}
         missing = {k: v for k, v in defaults.items() if k not in tournament}
         return {**raw, "tournament": {**tournament, **missing}}
 
@@ -231,6 +236,16 @@ class Spec(Model):
         }:
             for name in _VALIDATION_FIELDS:
                 del dumped["tournament"][name]
+        # A pass budget equal to the default gives way to an env-step budget stated now (a spec that
+        # states budget_env_steps is taken at its word, in code and by --set as in a file).
+        stated_tournament = sections.get("tournament", {})
+        if (
+            isinstance(stated_tournament, dict)
+            and "budget_env_steps" in stated_tournament
+            and "budget_passes" not in stated_tournament
+            and self.tournament.budget_passes == DEFAULT_BUDGET_PASSES
+        ):
+            dumped["tournament"]["budget_passes"] = None
         # A search space equal to the default for this spec's agent is chosen again for the new one
         # (a --set that turns the pathwise term off searches the score-function learning rates), and
         # a partial perturb_bounds in ``sections`` is merged into that new default.

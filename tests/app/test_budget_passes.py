@@ -14,6 +14,11 @@ import finpod
 from finpod.data.calendar import bar_starts
 from finpod.errors import SpecError
 from finpod.spec import Spec
+from finpod.spec.overrides import apply_overrides
+from finpod.spec.sections import DEFAULT_BUDGET_PASSES
+from repo import REPO_ROOT
+
+DEMO = REPO_ROOT / "strategies" / "demo.toml"
 
 ROUND_ENV_STEPS = 32 * 4
 """One pod round of the tiny spec: rollout_steps 32 x num_envs 4."""
@@ -61,3 +66,31 @@ def test_a_run_stops_after_its_passes_and_records_the_budget(tmp_path: Path) -> 
     assert config["tournament"]["budget_env_steps"] == budget
     trained = json.loads((result.run_dir / "run.json").read_text(encoding="utf-8"))["tournament_env_steps"]
     assert budget <= trained < budget + spec.tournament.pool_size * ROUND_ENV_STEPS
+
+
+def _silent_spec() -> Spec:
+    """The demo's spec with no ``[tournament]`` table: every budget at finpod's defaults."""
+    raw = Spec.from_toml(DEMO).model_dump(mode="json")
+    del raw["tournament"]
+    return Spec.from_dict(raw)
+
+
+def test_a_spec_silent_on_the_budget_stops_after_the_default_passes() -> None:
+    silent = _silent_spec()
+    assert silent.tournament.budget_passes == DEFAULT_BUDGET_PASSES
+    assert silent.env_step_budget(1_512) == math.ceil(DEFAULT_BUDGET_PASSES * 1_512)
+    assert silent.env_step_budget(98_280) == silent.tournament.budget_env_steps  # minute bars: the cap
+    assert Spec.from_dict(silent.model_dump(mode="json")) == silent  # the resolved spec keeps it
+
+
+def test_a_stated_env_step_budget_is_taken_at_its_word() -> None:
+    assert Spec.from_toml(DEMO).tournament.budget_passes is None  # the demo states its env steps
+    silent = _silent_spec()
+    in_code = silent.with_(tournament={"budget_env_steps": 5_000})
+    assert (in_code.tournament.budget_passes, in_code.env_step_budget(1_512)) == (None, 5_000)
+    by_set = apply_overrides(silent, ["tournament.budget_env_steps=7000"])
+    assert (by_set.tournament.budget_passes, by_set.env_step_budget(1_512)) == (None, 7_000)
+    both = apply_overrides(silent, ["tournament.budget_env_steps=7000", "tournament.budget_passes=2"])
+    assert both.env_step_budget(1_512) == 3_024
+    passes = apply_overrides(silent, ["tournament.budget_passes=16"])
+    assert passes.env_step_budget(1_512) == 16 * 1_512

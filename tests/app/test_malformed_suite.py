@@ -968,7 +968,7 @@ def test_a_bug_is_one_line_with_a_hint_and_verbose_shows_the_traceback(
     def broken(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr("finpod.cli.data.dataset_info", broken)
+    monkeypatch.setattr("finpod.data.dataset_info.dataset_info", broken)
     result = run_cli("data", "info", "somewhere")
     assert result.exit_code == 1
     assert result.stderr.strip() == (
@@ -985,7 +985,7 @@ def test_an_end_of_file_error_is_not_reported_as_an_interrupt(monkeypatch: pytes
     def truncated(*args: object, **kwargs: object) -> None:
         raise EOFError("Ran out of input")
 
-    monkeypatch.setattr("finpod.cli.data.dataset_info", truncated)
+    monkeypatch.setattr("finpod.data.dataset_info.dataset_info", truncated)
     result = run_cli("data", "info", "somewhere")
     assert result.exit_code == 1
     assert result.stderr.strip() == (

@@ -66,13 +66,15 @@ there), so a spec that says nothing gets a tournament that learns within two min
 DEFAULT_BUDGET_PASSES: Final[float] = 64.0
 """The ``budget_passes`` of a ``[tournament]`` that states neither it nor ``budget_env_steps``: 64
 passes over the train segment's bars, then the run stops (or at ``budget_seconds`` first). Daily
-data is small (six years are 1,510 bars), and the tournament's picks come from its first passes:
-on the skill bench's 24 paired seeds (3 kinds, tuning and reported seeds) runs of 100k env steps
-(66 passes) picked as well as runs of 200k (132 passes; a mean +0.04 Sharpe over equal weight, 11
-up, 10 down; the reported seeds' median shares 0.63, 0.62 and 1.23 against 0.22, 0.46 and 1.19),
-in half the time (BENCHMARKS.md "A daily budget in passes over the train bars"). Minute bars have
-390 bars a session, so there the wall budget (or the 2M env-step cap) stops the run first. A spec
-that states ``budget_env_steps`` is taken at its word: it gets no pass budget unless it states one."""
+data is small (six years are 1,510 bars), and the tournament's picks mostly come from its first
+passes: on the skill bench's 24 paired daily100 seeds (3 kinds, tuning and reported seeds) runs of
+100k env steps (66 passes) picked as well as runs of 200k (132 passes; a mean +0.04 Sharpe over
+equal weight, 11 up, 10 down; the reported seeds' median shares 0.63, 0.62 and 1.23 against 0.22,
+0.46 and 1.19), but worse on 5 seeds of daily20 (-0.08) and of the no-signal case (-0.12): the same
+skill within noise over the 34 pairs, in half the time (BENCHMARKS.md "A daily budget in passes
+over the train bars"). Minute bars have 390 bars a session, so there the wall budget (or the 2M
+env-step cap) stops the run first. A spec that states ``budget_env_steps`` is taken at its word:
+it gets no pass budget unless it states one."""
 
 SCORE_FUNCTION_TOURNAMENT_DEFAULTS: dict[str, Any] = {
     "perturb_bounds": {"learning_rate": (1e-4, 3e-2), "gamma": (0.0, 0.99)},

@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -79,7 +80,7 @@ from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import backtest_panel, selection_panel
 from finpod.pipeline.main import TRAJECTORY_PREFIX, select
 from finpod.pipeline.training import ValidationScore, deterministic_policy
-from finpod.report.verdict import judge
+from finpod.report.verdict import SESSIONS_PER_YEAR, judge, shrunk_sharpe
 from finpod.spec import Spec
 from finpod.spec.overrides import apply_overrides
 from podracer.api import (
@@ -520,17 +521,33 @@ class _Problem:
                 self.excluded.end()
 
     def snapshot_rows(self) -> list[list[Any]]:
-        """``[trial, seconds, validation score, pod, held-out share, validation IC, held-out IC]`` of
-        every kept policy (then dropped; the ICs: :meth:`score_ic`); run after the contender, so its
-        held-out passes cost it no time."""
+        """``[trial, seconds, validation score, pod, held-out share, validation IC, held-out IC,
+        validation Sharpe, shrunk validation Sharpe, validation tracking error]`` of every kept
+        policy (then dropped; the ICs: :meth:`score_ic`; the last three from one continuous
+        validation pass against equal weight's, the shrunk Sharpe
+        :func:`~finpod.report.verdict.shrunk_sharpe` at :data:`SNAPSHOT_PRIOR_EDGE_SHARPE`, the
+        tracking error annualised); run after the contender, so its passes cost it no time."""
         rows = []
+        equal = self.validation_returns(equal_weight_policy(self.full.num_assets)) if self.validated else None
         for trial, seconds, score, pod, policy in self.validated:
             sharpe = returns_sharpe(self.held_out(policy))
             share = share_captured(sharpe, self.oracle_sharpe, self.equal_weight_sharpe)
             ics = [self.score_ic(policy, segment) for segment in ("validation", "backtest")]
-            rows.append([trial, round(seconds, 3), score, pod, share, *ics])
+            validation = self.validation_returns(policy)
+            assert equal is not None
+            edge = [
+                returns_sharpe(pd.Series(validation)),
+                shrunk_sharpe(validation, equal, SNAPSHOT_PRIOR_EDGE_SHARPE),
+                float(np.std(validation - equal, ddof=1) * math.sqrt(SESSIONS_PER_YEAR)),
+            ]
+            rows.append([trial, round(seconds, 3), score, pod, share, *ics, *edge])
         self.validated.clear()
         return rows
+
+    def validation_returns(self, policy: Policy) -> np.ndarray:
+        """Daily returns ``(n,)`` of ``policy`` over the validation segment: one continuous pass."""
+        returns = segment_returns(self.full, "validation", self.eval_config, policy, self.device)
+        return returns.to_numpy(dtype=float)
 
     def score_ic(self, policy: Policy, segment: str) -> float:
         """The mean over ``segment``'s bars of the cross-sectional correlation of ``policy``'s log
@@ -831,6 +848,10 @@ def summarise(results: list[SeedResult]) -> dict[str, Any]:
 
 SNAPSHOT_PERIODS: Final[int] = 4
 """Parts of a run the snapshot summary averages the held-out shares over."""
+SNAPSHOT_PRIOR_EDGE_SHARPE: Final[float] = 0.5
+"""Spread of true edges over equal weight (annualised Sharpe) the snapshots' shrunk validation
+Sharpe assumes (:func:`~finpod.report.verdict.shrunk_sharpe`): edges of a few tenths of a Sharpe,
+as a realistic daily signal gives."""
 
 
 def snapshot_summary(rows: Sequence[Sequence[Any]]) -> str:
@@ -840,7 +861,7 @@ def snapshot_summary(rows: Sequence[Sequence[Any]]) -> str:
 
     Args:
         rows: ``[trial, seconds, validation score, pod, held-out share, (validation IC, held-out
-            IC)]`` (at least one).
+            IC, (validation Sharpe, shrunk validation Sharpe, tracking error))]`` (at least one).
     """
     seconds = [float(row[1]) for row in rows]
     end = max(seconds) or 1.0
@@ -856,10 +877,14 @@ def snapshot_summary(rows: Sequence[Sequence[Any]]) -> str:
     later = [row for row in rows if float(row[1]) >= end / 2]
     best_later = max(later, key=lambda row: float(row[2]))
     ics = f" (held-out score IC {means(6, '+.3f')})" if all(len(row) > 6 for row in rows) else ""
+    shrunk = ""
+    if all(len(row) > 8 for row in rows):
+        best_shrunk = max(rows, key=lambda row: float(row[8]))
+        shrunk = f", best on shrunk validation Sharpe {float(best_shrunk[4]):+.2f}"
     return (
         f"{len(rows)} validated policies; mean held-out share by quarter of the run "
         f"{means(4, '+.2f')}{ics}; best on validation {float(best[4]):+.2f} (at {float(best[1]):.0f} s), "
-        f"best on validation in the second half {float(best_later[4]):+.2f}"
+        f"best on validation in the second half {float(best_later[4]):+.2f}{shrunk}"
     )
 
 

@@ -177,6 +177,59 @@ def sharpe_difference_interval(
     return float(low), float(high)
 
 
+def sharpe_difference_variance(returns: np.ndarray, benchmark: np.ndarray) -> float:
+    """Sampling variance of the annualised Sharpe difference ``SR(returns) - SR(benchmark)``.
+
+    Jobson and Korkie's asymptotic variance of the difference of two Sharpe ratios of paired
+    returns, as Memmel (2003) corrected it: ``(2 (1 - rho) + (a**2 + b**2 - 2 a b rho**2) / 2) / n``
+    per session squared (``a``, ``b`` the per-session Sharpe ratios, ``rho`` the returns'
+    correlation), times 252. Two traders that hold nearly the same book (``rho`` near 1) differ by
+    a well-measured amount; a concentrated bet beside a diversified one (``rho`` 0.8) has a
+    standard error of about 0.9 Sharpe over one year whatever its mean.
+
+    Args:
+        returns: ``(n,)`` daily returns of the trader.
+        benchmark: ``(n,)`` daily returns of the benchmark on the same sessions.
+
+    Returns:
+        The variance (annualised Sharpe squared); NaN when ``n < 2`` or either series is flat.
+    """
+    n = returns.shape[0]
+    a, b = sharpe_per_session(returns), sharpe_per_session(benchmark)
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return math.nan
+    rho = float(np.corrcoef(returns, benchmark)[0, 1])
+    per_session = (2.0 * (1.0 - rho) + 0.5 * (a * a + b * b - 2.0 * a * b * rho * rho)) / n
+    return max(per_session, 0.0) * SESSIONS_PER_YEAR
+
+
+def shrunk_sharpe(returns: np.ndarray, benchmark: np.ndarray, prior_edge_sharpe: float) -> float:
+    """The annualised Sharpe of ``returns`` with its edge over ``benchmark`` shrunk by its noise.
+
+    Empirical-Bayes (normal-normal) posterior mean of the trader's true Sharpe when its true edge
+    over the benchmark is drawn with standard deviation ``prior_edge_sharpe`` around 0 and measured
+    with the variance :func:`sharpe_difference_variance`: ``SR_b + (SR - SR_b) t**2 / (t**2 +
+    var)``. Among traders with the same measured Sharpe, the one whose edge is better measured
+    (a book closer to the benchmark's) ranks higher; with ``prior_edge_sharpe`` infinite this is
+    the plain Sharpe. Annualised throughout.
+
+    Args:
+        returns: ``(n,)`` daily returns of the trader.
+        benchmark: ``(n,)`` daily returns of the benchmark on the same sessions.
+        prior_edge_sharpe: ``t`` > 0, the spread of true edges one expects (annualised Sharpe).
+
+    Returns:
+        The shrunk Sharpe; the benchmark's Sharpe when the difference's variance is undefined.
+    """
+    sharpe = sharpe_per_session(returns) * math.sqrt(SESSIONS_PER_YEAR)
+    base = sharpe_per_session(benchmark) * math.sqrt(SESSIONS_PER_YEAR)
+    variance = sharpe_difference_variance(returns, benchmark)
+    if not (math.isfinite(sharpe) and math.isfinite(base) and math.isfinite(variance)):
+        return base if math.isfinite(base) else math.nan
+    prior = prior_edge_sharpe * prior_edge_sharpe
+    return base + (sharpe - base) * prior / (prior + variance)
+
+
 def _sharpe_rows(samples: np.ndarray) -> np.ndarray:
     std = samples.std(axis=1, ddof=1)
     with np.errstate(divide="ignore", invalid="ignore"):

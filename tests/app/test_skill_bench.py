@@ -93,6 +93,10 @@ def test_a_seed_records_oracle_fit_linear_share_and_a_learning_curve() -> None:
     assert best[4] == pytest.approx(single.curve[-1][2])
     assert "validated policies" in snapshot_summary(single.snapshots)
     assert all(-1.0 <= row[5] <= 1.0 and -1.0 <= row[6] <= 1.0 for row in single.snapshots)  # score ICs
+    # the continuous validation pass against equal weight's: Sharpe, shrunk Sharpe, tracking error
+    assert all(len(row) == 10 and math.isfinite(row[7]) and math.isfinite(row[8]) for row in single.snapshots)
+    assert all(row[9] >= 0.0 for row in single.snapshots)
+    assert "best on shrunk validation Sharpe" in snapshot_summary(single.snapshots)
 
 
 def test_with_a_leaderboard_window_the_curve_picks_only_what_the_board_could_rank() -> None:
@@ -128,6 +132,9 @@ def test_the_snapshot_summary_averages_each_quarter_and_names_the_picks() -> Non
     assert "IC" not in line  # rows without the score ICs
     with_ics = [[*row, 0.01, 0.02 * row[0]] for row in rows]
     assert "(held-out score IC +0.030, -, +0.060, +0.080)" in snapshot_summary(with_ics)
+    assert "shrunk" not in snapshot_summary(with_ics)
+    shrunk = [[*row, 1.0, 1.0 + 0.1 * (row[0] == 4), 0.05] for row in with_ics]  # the last shrinks least
+    assert "best on shrunk validation Sharpe +0.70" in snapshot_summary(shrunk)
 
 
 def _result(sharpe: float, share: float) -> ContenderResult:

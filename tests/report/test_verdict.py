@@ -23,6 +23,8 @@ from finpod.report.verdict import (
     judge,
     mean_block_length,
     probabilistic_sharpe_ratio,
+    sharpe_difference_variance,
+    shrunk_sharpe,
     stationary_bootstrap_indices,
     validation_trial_scores,
 )
@@ -225,3 +227,48 @@ def test_the_second_verdict_is_against_the_linear_baseline(tmp_path: Path) -> No
         render=False,
     )
     assert json.loads(without.metrics_json.read_text(encoding="utf-8"))["verdict_vs_linear"] is None
+
+
+def test_the_sharpe_difference_variance_matches_paired_samples() -> None:
+    """Memmel's variance against the spread of Sharpe differences over many paired one-year samples
+    (a trader with a higher mean and a correlation of 0.8 with its benchmark)."""
+    rng = np.random.default_rng(7)
+    days, repeats, rho = 252, 4000, 0.8
+    common = rng.normal(size=(repeats, days))
+    own = rho * common + math.sqrt(1.0 - rho * rho) * rng.normal(size=(repeats, days))
+    trader, benchmark = 0.01 * own + 0.0008, 0.01 * common + 0.0004
+    annual = math.sqrt(252)
+    differences = [
+        (np.mean(t) / np.std(t, ddof=1) - np.mean(b) / np.std(b, ddof=1)) * annual
+        for t, b in zip(trader, benchmark, strict=True)
+    ]
+    predicted = np.mean(
+        [sharpe_difference_variance(t, b) for t, b in zip(trader[:200], benchmark[:200], strict=True)]
+    )
+    assert predicted == pytest.approx(np.var(differences), rel=0.1)
+    assert sharpe_difference_variance(benchmark[0], benchmark[0]) == pytest.approx(0.0, abs=1e-9)
+    assert math.isnan(sharpe_difference_variance(np.zeros(days), benchmark[0]))  # a flat trader
+
+
+def test_the_shrunk_sharpe_prefers_the_better_measured_edge() -> None:
+    """Two traders with the same measured Sharpe: the one whose book tracks the benchmark closely
+    keeps more of its edge; a wide prior leaves the plain Sharpe, a narrow one the benchmark's."""
+    rng = np.random.default_rng(3)
+    days = 252
+    benchmark = 0.01 * rng.normal(size=days) + 0.0004
+    close = benchmark + 0.001 * rng.normal(size=days)
+    loose = benchmark + 0.01 * rng.normal(size=days)
+    annual = math.sqrt(252)
+
+    def sharpe(returns: np.ndarray) -> float:
+        return float(np.mean(returns) / np.std(returns, ddof=1) * annual)
+
+    # give both the same measured Sharpe, above the benchmark's
+    target = sharpe(benchmark) + 0.8
+    close = close + (target - sharpe(close)) * np.std(close, ddof=1) / annual
+    loose = loose + (target - sharpe(loose)) * np.std(loose, ddof=1) / annual
+    assert sharpe(close) == pytest.approx(sharpe(loose), abs=1e-9)
+    assert shrunk_sharpe(close, benchmark, 0.5) > shrunk_sharpe(loose, benchmark, 0.5)
+    assert sharpe(benchmark) < shrunk_sharpe(loose, benchmark, 0.5) < sharpe(loose)
+    assert shrunk_sharpe(loose, benchmark, 1e9) == pytest.approx(sharpe(loose))
+    assert shrunk_sharpe(loose, benchmark, 1e-9) == pytest.approx(sharpe(benchmark))

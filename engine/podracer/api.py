@@ -139,10 +139,17 @@ def archive_of(run_dir: Path) -> TrajectoryArchive | None:
 
 
 def ray_backend(
-    address: str | None, *, cpus_per_pod: float, gpus_per_pod: float, max_slots: int | None
+    address: str | None,
+    *,
+    cpus_per_pod: float,
+    gpus_per_pod: float,
+    max_slots: int | None,
+    pods_per_worker: int = 1,
 ) -> Backend:
-    """Pods on Ray actors (:class:`podracer.backends.ray_backend.RayBackend`); Ray is imported here,
-    on the call, so that importing podracer never imports Ray.
+    """Pods on Ray actors (:class:`podracer.backends.ray_backend.RayBackend`), or with
+    ``pods_per_worker`` > 1 populations of that many pods on each actor
+    (:class:`podracer.backends.ray_population.RayPopulationBackend`); Ray is imported here, on the
+    call, so that importing podracer never imports Ray.
 
     Args:
         address: the Ray cluster to join (``"auto"`` or ``"host:port"``); ``None`` starts a private
@@ -150,10 +157,21 @@ def ray_backend(
         cpus_per_pod: CPUs each pod's actor reserves (> 0).
         gpus_per_pod: share of a GPU each pod's actor reserves (>= 0).
         max_slots: cap on the pods trained at once; ``None`` follows the cluster.
+        pods_per_worker: pods one actor trains in lockstep as a population (1: a pod an actor).
 
     Raises:
         TournamentError: a bad reservation, or Ray cannot be reached.
     """
+    if pods_per_worker > 1:
+        from podracer.backends.ray_population import RayPopulationBackend
+
+        return RayPopulationBackend(
+            address,
+            pods_per_worker=pods_per_worker,
+            cpus_per_pod=cpus_per_pod,
+            gpus_per_pod=gpus_per_pod,
+            max_slots=max_slots,
+        )
     from podracer.backends.ray_backend import RayBackend
 
     return RayBackend(address, cpus_per_pod=cpus_per_pod, gpus_per_pod=gpus_per_pod, max_slots=max_slots)

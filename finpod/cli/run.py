@@ -63,10 +63,9 @@ def run_command(
     from finpod.spec import Spec
     from finpod.spec.overrides import apply_overrides
 
-    resolved = apply_overrides(Spec.from_toml(spec), overrides or [])
     placement = {k: v for k, v in (("backend", backend), ("address", address)) if v is not None}
-    if placement:
-        resolved = resolved.with_(tournament=placement)
+    flags = {"tournament": placement} if placement else None
+    resolved = apply_overrides(Spec.from_toml(spec), overrides or [], flags)
     result = run(resolved, out=out, resume=resume, console=_console(as_json), report=not no_report)
     if as_json:
         from finpod.pipeline.summary import summary_dict

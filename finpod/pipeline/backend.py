@@ -10,7 +10,9 @@ without the pod threads taking turns in one interpreter.
 (:class:`podracer.PopulationBackend`). ``ray`` joins
 the Ray cluster at ``tournament.address`` (or starts a private Ray on 127.0.0.1) and runs each pod
 on a Ray actor reserving ``cpus_per_pod`` CPUs and ``gpus_per_pod`` of a GPU; the pool follows the
-cluster, capped at ``pool_size``. Ray is imported only for a Ray run.
+cluster, capped at ``pool_size``; with ``pods_per_worker`` > 1 each actor trains that many pods in
+lockstep as one population (reserving that many pods' CPUs and GPU shares). Ray is imported only
+for a Ray run.
 """
 
 from __future__ import annotations
@@ -75,10 +77,15 @@ def training_threads(spec: Spec, device: torch.device) -> int:
     """Torch intra-op threads a pod's training computation runs with, as ``run.json`` records them.
 
     ``population``: :func:`population_threads` for the whole pool; ``local``: ``torch_threads_per_pod``
-    per pod thread; ``processes`` and ``ray``: the same, in each pod's own process.
+    per pod thread; ``processes``: the same, in each pod's own process; ``ray``: each actor's CPU
+    reservation, rounded (at least 1): ``cpus_per_pod``, times ``pods_per_worker`` for a population.
     """
-    if resolved_backend(spec, device) == "population":
+    backend = resolved_backend(spec, device)
+    if backend == "population":
         return population_threads(spec)
+    if backend == "ray":
+        settings = spec.tournament
+        return max(1, round(settings.cpus_per_pod * settings.pods_per_worker))
     return spec.tournament.torch_threads_per_pod
 
 
@@ -119,6 +126,7 @@ def pod_backend(spec: Spec, device: torch.device) -> Iterator[Backend | None]:
             cpus_per_pod=settings.cpus_per_pod,
             gpus_per_pod=settings.gpus_per_pod,
             max_slots=settings.pool_size,
+            pods_per_worker=settings.pods_per_worker,
         )
     except TournamentError as exc:
         raise SpecError(f"tournament.backend = 'ray': {exc}") from None

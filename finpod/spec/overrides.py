@@ -8,7 +8,7 @@ through :meth:`finpod.spec.Spec.with_`, so a bad key or value is the spec's own 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from finpod.errors import SpecError
@@ -39,15 +39,19 @@ def parse_assignment(text: str) -> tuple[list[str], Any]:
     return path, value
 
 
-def apply_overrides(spec: Spec, assignments: Sequence[str]) -> Spec:
-    """``spec`` with every ``--set`` applied, validated as a whole.
+def apply_overrides(
+    spec: Spec, assignments: Sequence[str], flags: Mapping[str, Mapping[str, Any]] | None = None
+) -> Spec:
+    """``spec`` with every ``--set`` applied, and the command's own ``flags`` (section -> key ->
+    value, e.g. ``--backend``), validated as a whole: settings that need each other may come from
+    either (``--backend ray --set tournament.pods_per_worker=8``).
 
     Raises:
         SpecError: a malformed assignment, an unknown key or a bad value (one line, naming ``--set``).
     """
     if not assignments:
-        return spec
-    tree: dict[str, Any] = {}
+        return spec.with_(**flags) if flags else spec
+    tree: dict[str, Any] = {section: dict(values) for section, values in (flags or {}).items()}
     for text in assignments:
         path, value = parse_assignment(text)
         node = tree

@@ -315,7 +315,7 @@ class TournamentSpec(Model):
     """
 
     PLACEMENT_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"backend", "address", "cpus_per_pod", "gpus_per_pod"}
+        {"backend", "address", "cpus_per_pod", "gpus_per_pod", "pods_per_worker"}
     )
     """Fields that say where pods train, not what: left out of the spec hash and the TournamentConfig."""
     AGENT_FIELDS: ClassVar[frozenset[str]] = frozenset(
@@ -516,6 +516,15 @@ class TournamentSpec(Model):
         '"cuda", e.g. 0.25 puts four pods on a GPU)',
         examples=[0.25],
     )
+    pods_per_worker: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description='pods each Ray actor trains in lockstep as one population (backend = "ray"; 1: a pod '
+        "an actor); an actor reserves pods_per_worker x cpus_per_pod CPUs and pods_per_worker x "
+        "gpus_per_pod of a GPU, so gpus_per_pod = 1 / pods_per_worker is one population a GPU",
+        examples=[8],
+    )
 
     learners: int = Field(
         1,
@@ -541,6 +550,29 @@ class TournamentSpec(Model):
             raise ValueError(
                 f"tournament.address: {self.address!r} is set but backend is {self.backend!r}; "
                 'fix: set backend = "ray" or remove address'
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _populations_on_ray(self) -> TournamentSpec:
+        if self.pods_per_worker == 1:
+            return self
+        if self.backend != "ray":
+            raise ValueError(
+                f"tournament.pods_per_worker: {self.pods_per_worker} pods a Ray actor is set but backend is "
+                f'{self.backend!r}; fix: set backend = "ray", or use backend = "population" for one '
+                "population on this machine, or remove pods_per_worker"
+            )
+        if self.learners > 1:
+            raise ValueError(
+                f"tournament.learners: {self.learners} learners per pod fuse over torch.distributed, "
+                "which a population on a Ray actor does not run; fix: set learners = 1 or pods_per_worker = 1"
+            )
+        if self.gpus_per_pod * self.pods_per_worker > 1.0 + 1e-9:
+            raise ValueError(
+                f"tournament.gpus_per_pod: {self.gpus_per_pod} x pods_per_worker {self.pods_per_worker} is "
+                f"more than one GPU for one actor; fix: set gpus_per_pod <= {1.0 / self.pods_per_worker:g} "
+                "(1 / pods_per_worker: one population a GPU)"
             )
         return self
 

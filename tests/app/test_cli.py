@@ -91,6 +91,41 @@ def test_a_run_on_a_ray_cluster_writes_what_a_local_run_writes(
     assert {w["Address"]["IPAddress"] for w in workers} == {"127.0.0.1"}
 
 
+def test_a_run_of_populations_on_ray_workers_writes_what_a_local_run_writes(
+    finished_run: Path, ray_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """``pods_per_worker = 2``: each Ray actor trains two pods in lockstep (0.5 CPU a pod: one actor a
+    node of the test cluster)."""
+    spec_file = finished_run.parent.parent / "tiny.toml"
+    result = run_cli(
+        "run",
+        str(spec_file),
+        "--out",
+        str(tmp_path),
+        "--backend",
+        "ray",
+        "--address",
+        ray_cluster.address,
+        "--set",
+        "tournament.pods_per_worker=2",
+        "--set",
+        "tournament.cpus_per_pod=0.5",
+    )
+    assert result.exit_code == 0, result.stderr
+    (ray_run,) = tmp_path.iterdir()
+    assert ray_run.name.split("-", 2)[2] == finished_run.name.split("-", 2)[2]  # placement: same spec hash
+    assert _listing(ray_run) == _listing(finished_run)
+    info = json.loads((ray_run / "run.json").read_text())
+    assert info["torch_threads"]["training"] == 1  # the actor's reservation: 2 pods x 0.5 CPU
+    ray.init(address=ray_cluster.address, log_to_driver=False)
+    try:
+        found = ray._private.state.actors().values()
+        actors = [a for a in found if a["ActorClassName"] == "PopulationWorker"]
+    finally:
+        ray.shutdown()
+    assert actors
+
+
 def _listing(run_dir: Path) -> set[str]:
     """A run folder's files, snapshot digests and event-file names blanked out (reruns left out)."""
     names = {str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file()}

@@ -48,3 +48,32 @@ def test_learners_change_the_run_but_stay_out_of_the_tournament_config(spec_file
     assert fused.tournament_config() == spec.tournament_config()
     placed = spec.with_(tournament={"backend": "ray", "cpus_per_pod": 2.0})
     assert placed.spec_hash() == spec.spec_hash()  # where pods run: the same run
+
+
+def test_populations_on_ray_need_the_ray_backend_and_fit_a_gpu(spec_file: Path, tmp_path: Path) -> None:
+    result = run_cli(
+        "run", str(spec_file), "--out", str(tmp_path / "r"), "--set", "tournament.pods_per_worker=4"
+    )
+    assert result.exit_code == 2
+    assert "pods_per_worker: 4 pods a Ray actor is set but backend is" in result.stderr
+    assert 'fix: set backend = "ray"' in result.stderr
+    result = run_cli(
+        "run",
+        str(spec_file),
+        "--out",
+        str(tmp_path / "r"),
+        "--backend",
+        "ray",
+        "--set",
+        "tournament.pods_per_worker=4",
+        "--set",
+        "tournament.gpus_per_pod=0.5",
+    )
+    assert result.exit_code == 2
+    assert "fix: set gpus_per_pod <= 0.25 (1 / pods_per_worker: one population a GPU)" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    from finpod.spec import Spec
+
+    spec = Spec.from_toml(spec_file)
+    placed = spec.with_(tournament={"backend": "ray", "pods_per_worker": 8, "gpus_per_pod": 0.125})
+    assert placed.spec_hash() == spec.spec_hash()  # where pods run: the same run

@@ -10,6 +10,7 @@ also when a test fails.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pickle
 import signal
@@ -34,8 +35,9 @@ from engine._tournament_kit import (
     tournament_config,
 )
 from podracer import Leaderboard, TournamentEvent, read_events
-from podracer.backends import RoundTask
+from podracer.backends import LockstepBackend, PopulationBackend, RoundTask
 from podracer.backends.ray_backend import RayBackend, pack_state, unpack_state
+from podracer.backends.ray_population import RayPopulationBackend
 from podracer.errors import SnapshotError, TournamentError
 from podracer.orchestrator import LEADERBOARD_DIR, STATE_NAME
 from podracer.pod import Pod
@@ -219,3 +221,69 @@ def test_workers_on_a_dead_node_are_forgotten_not_killed(monkeypatch: pytest.Mon
     backend._prune({"alive"}, slots=2)
     assert killed == ["least recently used"]  # the surplus on a live node is stopped
     assert [w.actor for w in backend._workers] == ["busy", "recently used"]
+
+
+def _board_rows(run_dir: Path) -> list[tuple[int, float, int]]:
+    index = json.loads((run_dir / LEADERBOARD_DIR / "index.json").read_text())
+    return [(entry["pod_id"], round(entry["score"], 5), entry["env_steps"]) for entry in index["entries"]]
+
+
+def test_populations_on_ray_workers_train_the_pool_as_the_local_population_does(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Two population workers (one a node: 2 pods x 0.5 CPU) hold the pool of 4; the leaderboard is
+    the one the driver's own population gives. A worker's process killed between rounds costs its
+    pods one round each (WorkerLostError): they are restored from their snapshots on a new worker."""
+    del cluster
+    config = tournament_config(pool_size=4, budget_env_steps=24 * ROUND_ENV_STEPS, lagging_rounds=1000)
+    own = PopulationBackend(4, torch_threads=1, workers=1)
+    with new_tournament(tmp_path / "local", config, own) as local:
+        local.run()
+    backend = RayPopulationBackend(pods_per_worker=2, cpus_per_pod=0.5)
+    assert isinstance(backend, LockstepBackend)
+    assert backend.slots() == 4
+    try:
+        with new_tournament(tmp_path / "ray", config, backend) as tournament:
+            tournament.run()
+        held = [worker.pod_ids for worker in backend.workers()]
+    finally:
+        backend.shutdown()
+    assert _board_rows(tmp_path / "ray") == _board_rows(tmp_path / "local")
+    assert len(held) == 2
+    assert all(len(pods) == 2 for pods in held)
+    trained = {e["pod_id"] for e in read_events(tmp_path / "ray") if e["kind"] == "round_finished"}
+    assert {pod for pods in held for pod in pods} <= trained
+
+    chaos = RayPopulationBackend(pods_per_worker=2, cpus_per_pod=0.5)
+    killed: list[int] = []
+
+    def kill_a_worker(event: TournamentEvent) -> None:
+        if killed or event.kind != "round_finished" or event.data["policy_version"] < 3:
+            return
+        victim = next(w for w in chaos.workers() if w.pid and w.pod_ids and not w.busy)
+        os.kill(victim.pid or 0, signal.SIGKILL)
+        killed.extend(victim.pod_ids)
+
+    try:
+        with new_tournament(tmp_path / "chaos", config, chaos) as tournament:
+            result = tournament.run(kill_a_worker)
+    finally:
+        chaos.shutdown()
+    events = read_events(tmp_path / "chaos")
+    crashed = [e for e in events if e["kind"] == "pod_crashed"]
+    assert killed
+    assert {e["pod_id"] for e in crashed} == set(killed)
+    assert all("WorkerLostError" in e["data"]["error"] for e in crashed)
+    restored = [e for e in events if e["kind"] == "pod_started" and e["data"].get("reason") == "crash"]
+    assert {e["pod_id"] for e in restored} == set(killed)
+    assert events[-1]["kind"] == "tournament_finished"
+    assert events[-1]["data"]["budget_spent"] is True
+    assert result.env_steps >= config.budget_env_steps
+    Leaderboard.open(tmp_path / "chaos" / LEADERBOARD_DIR).verify()
+
+
+def test_a_population_worker_refuses_settings_that_do_not_fit() -> None:
+    with pytest.raises(TournamentError, match="pods_per_worker is 0"):
+        RayPopulationBackend(pods_per_worker=0)
+    with pytest.raises(TournamentError, match=r"more than one GPU for one worker; use gpus_per_pod <= 0.25"):
+        RayPopulationBackend(pods_per_worker=4, gpus_per_pod=0.5)

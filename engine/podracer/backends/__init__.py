@@ -2,7 +2,8 @@
 :class:`PopulationBackend` trains the pool in lockstep as one batched computation.
 
 :class:`Backend` is the interface; ``podracer.backends.ray_backend.RayBackend`` runs pods as Ray actors
-(imported from its module, so that ``import podracer`` does not import Ray).
+and ``podracer.backends.ray_population.RayPopulationBackend`` a population on each actor (imported
+from their modules, so that ``import podracer`` does not import Ray).
 """
 
 from podracer.backends.base import Backend, LockstepBackend, RoundTask

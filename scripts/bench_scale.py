@@ -27,7 +27,7 @@ import torch
 import podracer
 from podracer import Policy, Tournament, TournamentConfig
 from podracer.api import RoundStats, TensorVectorEnv
-from podracer.backends import Backend, LocalBackend
+from podracer.backends import Backend, LocalBackend, PopulationBackend
 from podracer.pod import pod_policy
 from podracer.ppo import PPOAgent, PPOConfig
 from podracer.toy import TargetMatchingEnv
@@ -137,6 +137,35 @@ def bench_backends(rounds: int = 40, pool: int = 2) -> None:
         backend.shutdown()
 
 
+def bench_populations(rounds: int = 40, pool: int = 4) -> None:
+    """The same lockstep tournament as one population in this process and as populations of
+    ``pool / 2`` pods on two Ray actors (a private local Ray), beside one pod an actor."""
+    from podracer.backends.ray_population import RayPopulationBackend
+
+    torch.set_num_threads(1)
+    own = PopulationBackend(pool, torch_threads=1, workers=2)
+    try:
+        figures = _tournament(own, rounds, pool)
+        print(json.dumps({"bench": "tournament", "backend": "population", "pool": pool, **figures}))
+    finally:
+        own.shutdown()
+    contenders: list[tuple[str, Any]] = [
+        (
+            "ray populations",
+            lambda: RayPopulationBackend(None, pods_per_worker=pool // 2, cpus_per_pod=2 / pool),
+        ),
+        ("ray pods", lambda: _ray_backend(cpus_per_pod=2 / pool, max_slots=pool)[0]),
+    ]
+    for name, make in contenders:
+        backend = make()
+        try:
+            _tournament(backend, 2 * pool, pool)  # warm: the actors start and import torch once
+            figures = _tournament(backend, rounds, pool)
+            print(json.dumps({"bench": "tournament", "backend": name, "pool": pool, **figures}))
+        finally:
+            backend.shutdown()
+
+
 class NoWorkAgent:
     """An agent whose round costs nothing: what is left is the backend's scheduling per round."""
 
@@ -236,6 +265,7 @@ def bench_fusion(max_rounds: int = 50) -> None:
 if __name__ == "__main__":
     benches = {
         "backends": bench_backends,
+        "populations": bench_populations,
         "schedule": bench_schedule,
         "fusion": bench_fusion,
         "learner": bench_learner,

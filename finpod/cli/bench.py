@@ -294,7 +294,8 @@ def skill(
             if not as_json:
                 params = found.oracle.get("params", {})
                 typer.echo(
-                    f"{name} seed {seed}: oracle {found.oracle_sharpe:.2f} (train-fitted {params}), "
+                    f"{name} seed {seed}: oracle {found.oracle_sharpe:.2f} (train-fitted {params}; "
+                    f"{found.oracle_edge_z:+.1f} standard errors over equal weight), "
                     f"equal weight {found.equal_weight_sharpe:.2f}, linear {found.linear_sharpe:.2f} "
                     f"(share {found.linear_share:.2f})"
                 )
@@ -324,6 +325,12 @@ def skill(
                     f"(max {row['dsr_max'][trader]:.2f})  "
                     f"{row['env_steps']:.0f} steps  {row['seconds']:.0f} s"
                 )
+            informative = summary["informative_seeds"]
+            typer.echo(
+                f"  {'':<20} median share over the {len(informative)} seeds whose oracle beats equal "
+                f"weight by >= {skill_bench.INFORMATIVE_EDGE_Z:g} standard errors {informative}: "
+                + ", ".join(f"{t} {v:.2f}" for t, v in row["share_informative"].items())
+            )
 
 
 @app.command("main")

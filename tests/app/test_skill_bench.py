@@ -97,6 +97,8 @@ def test_a_seed_records_oracle_fit_linear_share_and_a_learning_curve() -> None:
     assert all(len(row) == 10 and math.isfinite(row[7]) and math.isfinite(row[8]) for row in single.snapshots)
     assert all(row[9] >= 0.0 for row in single.snapshots)
     assert "best on shrunk validation Sharpe" in snapshot_summary(single.snapshots)
+    assert found.oracle_edge_se > 0.0
+    assert found.informative  # the smoke market's strong signal: the ceiling is far above equal weight
 
 
 def test_with_a_leaderboard_window_the_curve_picks_only_what_the_board_could_rank() -> None:
@@ -160,6 +162,28 @@ def test_medians_over_seeds_ignore_missing_shares() -> None:
     assert row["share"]["best"] == pytest.approx(0.5)
     assert row["dsr_max"]["best"] == 0.5
     assert row["share_per_seed"]["best"][:2] == [0.2, 0.8]
+    assert summary["informative_seeds"] == []  # no standard error known: no seed is informative
+    assert math.isnan(row["share_informative"]["best"])
+
+
+def test_the_informative_median_counts_only_seeds_whose_ceiling_beats_equal_weight() -> None:
+    """A share is a ratio to the oracle's held-out edge: seeds where that edge is within two
+    standard errors of 0 are left out of ``share_informative`` (and listed in neither median's
+    favour: ``share`` keeps them all)."""
+    edges = [(2.0, 0.25, 0.6), (1.1, 0.25, -5.2), (1.9, 0.3, 0.9)]  # (oracle Sharpe, SE, share)
+    results = [
+        SeedResult(
+            "daily20-smoke", seed, oracle, 1.0, {"good/single": _result(1.0, share)}, oracle_edge_se=se
+        )
+        for seed, (oracle, se, share) in enumerate(edges)
+    ]
+    assert [r.informative for r in results] == [True, False, True]
+    assert results[1].oracle_edge_z == pytest.approx(0.4)
+    summary = summarise(results)["daily20-smoke"]
+    assert summary["informative_seeds"] == [0, 2]
+    row = summary["contenders"]["good/single"]
+    assert row["share_informative"]["best"] == pytest.approx(0.75)
+    assert row["share"]["best"] == pytest.approx(0.6)
 
 
 @pytest.mark.parametrize(

@@ -123,6 +123,8 @@ class Tournament:
         self._evaluate = evaluate
         self._given_backend = backend
         self.backend: Backend = self._own_backend() if backend is None else backend
+        self._last_crash: BaseException | None = None
+        """The exception of the last crashed round (a failure shared by many rounds counts once)."""
         generator = Generator(
             base_agent_config=base_agent_config,
             perturb_scale=config.perturb_scale,
@@ -347,7 +349,10 @@ class Tournament:
     def _crashed(self, pod: Pod, error: BaseException, ready: list[Pod]) -> None:
         """Account for a crashed round of ``pod``; put its restored self or its replacement in ``ready``."""
         run, ledger, progress = self._run, self._ledger, self._run.progress
-        progress.count_crash()
+        # A lockstep backend fails every pod of a failed computation (a population round, a lost
+        # worker) with one exception object: one failure, counted once towards giving up.
+        progress.count_crash(same_failure=error is self._last_crash and progress.consecutive_crashes > 0)
+        self._last_crash = error
         run.emit("pod_crashed", pod.pod_id, error=f"{type(error).__name__}: {error}")
         ledger.drop(pod)
         action = judge_crash(

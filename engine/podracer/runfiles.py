@@ -149,10 +149,13 @@ class Progress:
         self.consecutive_crashes = 0
         self.last_round_env_steps = env_steps
 
-    def count_crash(self) -> None:
-        """Count a crashed round."""
+    def count_crash(self, same_failure: bool = False) -> None:
+        """Count a crashed round; ``same_failure``: it crashed of the failure that crashed the round
+        counted just before (one population round, or one lost worker, fails all its pods' rounds
+        with one exception), which adds to :attr:`crashes` but not to :attr:`consecutive_crashes`."""
         self.crashes += 1
-        self.consecutive_crashes += 1
+        if not same_failure:
+            self.consecutive_crashes += 1
 
 
 @dataclass

@@ -63,8 +63,11 @@ def run_command(
     from finpod.spec import Spec
     from finpod.spec.overrides import apply_overrides
 
-    placement = {k: v for k, v in (("backend", backend), ("address", address)) if v is not None}
-    flags = {"tournament": placement} if placement else None
+    flags = {
+        f"--{key}": ("tournament", key, value)
+        for key, value in (("backend", backend), ("address", address))
+        if value is not None
+    }
     resolved = apply_overrides(Spec.from_toml(spec), overrides or [], flags)
     result = run(resolved, out=out, resume=resume, console=_console(as_json), report=not no_report)
     if as_json:

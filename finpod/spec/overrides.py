@@ -40,18 +40,21 @@ def parse_assignment(text: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(
-    spec: Spec, assignments: Sequence[str], flags: Mapping[str, Mapping[str, Any]] | None = None
+    spec: Spec, assignments: Sequence[str], flags: Mapping[str, tuple[str, str, Any]] | None = None
 ) -> Spec:
-    """``spec`` with every ``--set`` applied, and the command's own ``flags`` (section -> key ->
-    value, e.g. ``--backend``), validated as a whole: settings that need each other may come from
+    """``spec`` with every ``--set`` applied, then the command's own ``flags`` that set spec fields
+    (by their spelling: ``{"--backend": ("tournament", "backend", "ray")}``; a flag wins over a
+    ``--set`` of the same field), validated as a whole: settings that need each other may come from
     either (``--backend ray --set tournament.pods_per_worker=8``).
 
     Raises:
-        SpecError: a malformed assignment, an unknown key or a bad value (one line, naming ``--set``).
+        SpecError: a malformed assignment, an unknown key or a bad value (one line, naming the
+            ``--set`` assignments and flags).
     """
-    if not assignments:
-        return spec.with_(**flags) if flags else spec
-    tree: dict[str, Any] = {section: dict(values) for section, values in (flags or {}).items()}
+    flags = dict(flags or {})
+    if not assignments and not flags:
+        return spec
+    tree: dict[str, Any] = {}
     for text in assignments:
         path, value = parse_assignment(text)
         node = tree
@@ -63,7 +66,14 @@ def apply_overrides(
                 )
             node = child
         node[path[-1]] = value
+    for name, (section, key, value) in flags.items():
+        table = tree.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise SpecError(f"{name}: --set gives {section} a value, not a table; fix: drop that --set")
+        table[key] = value
     try:
         return spec.with_(**tree)
     except SpecError as err:
-        raise SpecError(f"--set {' '.join(assignments)}: {err}") from None
+        said = [f"--set {' '.join(assignments)}"] if assignments else []
+        said += [f"{name} {value}" for name, (_, _, value) in flags.items()]
+        raise SpecError(f"{' '.join(said)}: {err}") from None

@@ -77,3 +77,18 @@ def test_populations_on_ray_need_the_ray_backend_and_fit_a_gpu(spec_file: Path, 
     spec = Spec.from_toml(spec_file)
     placed = spec.with_(tournament={"backend": "ray", "pods_per_worker": 8, "gpus_per_pod": 0.125})
     assert placed.spec_hash() == spec.spec_hash()  # where pods run: the same run
+
+
+def test_a_flag_wins_over_a_set_of_the_same_field_and_errors_name_both(spec_file: Path) -> None:
+    from finpod.errors import SpecError
+    from finpod.spec import Spec
+    from finpod.spec.overrides import apply_overrides
+
+    spec = Spec.from_toml(spec_file)
+    flag = {"--backend": ("tournament", "backend", "ray")}
+    resolved = apply_overrides(spec, ['tournament.backend="local"', "tournament.pods_per_worker=2"], flag)
+    assert resolved.tournament.backend == "ray"
+    assert resolved.tournament.pods_per_worker == 2
+    local = {"--backend": ("tournament", "backend", "local")}
+    with pytest.raises(SpecError, match=r"^--set tournament.pods_per_worker=2 --backend local: "):
+        apply_overrides(spec, ["tournament.pods_per_worker=2"], local)

@@ -281,6 +281,13 @@ def test_populations_on_ray_workers_train_the_pool_as_the_local_population_does(
     assert result.env_steps >= config.budget_env_steps
     Leaderboard.open(tmp_path / "chaos" / LEADERBOARD_DIR).verify()
 
+    capped = RayPopulationBackend(pods_per_worker=8, cpus_per_pod=0.5, max_slots=2)
+    try:  # a population never reserves more than the pool: 8 pods' CPUs would fit no node here
+        assert capped.pods_per_worker == 2
+        assert capped.slots() == 2
+    finally:
+        capped.shutdown()
+
 
 def test_a_population_worker_refuses_settings_that_do_not_fit() -> None:
     with pytest.raises(TournamentError, match="pods_per_worker is 0"):

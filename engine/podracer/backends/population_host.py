@@ -11,6 +11,7 @@ process, so a pod trains here exactly as it would in the driver's own population
 
 from __future__ import annotations
 
+import pickle
 from concurrent.futures import Future
 from dataclasses import asdict
 from typing import Any, NamedTuple
@@ -103,12 +104,20 @@ class PopulationHost:
             population.shutdown()
         for (index, future), (_, task) in zip(futures, tasks, strict=True):
             raised = future.exception()
-            if raised is not None:
-                self._pods.pop(task.pod.pod_id, None)  # half-trained: rebuild from the driver's state
-                outcomes[index] = raised
-            else:
-                outcomes[index] = (asdict(future.result()), pack_state(task.pod.agent.state_dict()))
-        return [outcome for outcome in outcomes if outcome is not None]
+            if raised is None:
+                try:
+                    outcomes[index] = (asdict(future.result()), pack_state(task.pod.agent.state_dict()))
+                    continue
+                except BaseException as error:  # a state that does not encode: this pod's round crashed
+                    raised = error
+            self._pods.pop(task.pod.pod_id, None)  # half-trained: rebuild from the driver's state
+            outcomes[index] = raised
+        portable: dict[int, BaseException] = {}
+        return [
+            portable_error(outcome, portable) if isinstance(outcome, BaseException) else outcome
+            for outcome in outcomes
+            if outcome is not None
+        ]
 
     def _pod(self, part: PodRound, agent_factory: Any, env_factory: Any) -> Pod:
         """The host's pod for ``part``: built anew for a new incarnation, else the one it holds."""
@@ -138,4 +147,23 @@ class PopulationHost:
         return pod
 
 
-__all__ = ["PodRound", "PopulationHost", "RoundOutcome", "pod_round"]
+def portable_error(error: BaseException, made: dict[int, BaseException]) -> BaseException:
+    """``error`` if it survives a pickle round trip as itself, else a :class:`TournamentError`
+    naming it (an exception whose ``__init__`` takes other arguments, or that holds an unpicklable
+    object, would fail the whole reply). The same object maps to the same result (``made``, by
+    ``id``), so pods that failed of one failure still share one exception on the driver."""
+    key = id(error)
+    if key not in made:
+        try:
+            back = pickle.loads(pickle.dumps(error))
+            made[key] = error if type(back) is type(error) else _named(error)
+        except Exception:
+            made[key] = _named(error)
+    return made[key]
+
+
+def _named(error: BaseException) -> TournamentError:
+    return TournamentError(f"{type(error).__name__}: {error}")
+
+
+__all__ = ["PodRound", "PopulationHost", "RoundOutcome", "pod_round", "portable_error"]

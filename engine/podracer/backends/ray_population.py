@@ -16,13 +16,18 @@ comes back to the driver before the round's future resolves, so the orchestrator
 leaderboard, exploit/explore and resume work as with the other backends. A worker that dies
 mid-round fails the rounds of all its pods with
 :class:`~podracer.backends.pod_host.WorkerLostError`; the orchestrator restores them from their
-snapshots on another worker. Each pod's numbers are those it would have in the driver's own
-population (:class:`~podracer.backends.population.PopulationBackend`: a pod's slice of a batched
-computation does not depend on the others), whichever worker and group it trains in.
+snapshots on another worker. A failure that fails a whole group reaches the orchestrator as one
+exception shared by its pods, so it counts once towards ``max_consecutive_crashes``. Each pod's
+numbers are those it would have in the driver's own population
+(:class:`~podracer.backends.population.PopulationBackend`: a pod's slice of a batched computation
+does not depend on the others), whichever group it trains in, as long as it stays on its worker: a
+pod that moves (its worker stopped as the cluster shrank) starts a fresh env on the next, as with
+:class:`~podracer.backends.ray_backend.RayBackend`. ``pods_per_worker`` is capped at ``max_slots``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import threading
@@ -129,16 +134,18 @@ class RayPopulationBackend:
             raise TournamentError(f"cpus_per_pod is {cpus_per_pod}; use a number of CPUs > 0, e.g. 1")
         if not (math.isfinite(gpus_per_pod) and gpus_per_pod >= 0):
             raise TournamentError(f"gpus_per_pod is {gpus_per_pod}; use 0 (CPU pods) or a GPU share > 0")
-        if gpus_per_pod * pods_per_worker > 1.0 + RESOURCE_EPSILON:
-            raise TournamentError(
-                f"gpus_per_pod {gpus_per_pod} x pods_per_worker {pods_per_worker} is more than one GPU "
-                f"for one worker; use gpus_per_pod <= {1.0 / pods_per_worker:g}"
-            )
         if max_slots is not None and max_slots < 1:
             raise TournamentError(f"max_slots is {max_slots}; use at least 1 or None")
-        self.pods_per_worker = pods_per_worker
-        self.cpus_per_worker = cpus_per_pod * pods_per_worker
-        self.gpus_per_worker = gpus_per_pod * pods_per_worker
+        # a population never needs more room than the pool: an actor of 8 pods' CPUs for a pool of
+        # 4 could find no node to fit on
+        self.pods_per_worker = pods_per_worker if max_slots is None else min(pods_per_worker, max_slots)
+        if gpus_per_pod * self.pods_per_worker > 1.0 + RESOURCE_EPSILON:
+            raise TournamentError(
+                f"gpus_per_pod {gpus_per_pod} x pods_per_worker {self.pods_per_worker} is more than one "
+                f"GPU for one worker; use gpus_per_pod <= {1.0 / self.pods_per_worker:g}"
+            )
+        self.cpus_per_worker = cpus_per_pod * self.pods_per_worker
+        self.gpus_per_worker = gpus_per_pod * self.pods_per_worker
         self.max_slots = max_slots
         self._owns_ray = connect(address)
         self._actor_class = ray.remote(PopulationWorker).options(
@@ -252,11 +259,21 @@ class RayPopulationBackend:
         submitted = [(task, future) for task, future in submitted if future.set_running_or_notify_cancel()]
         if not submitted:
             return
-        code = self._code_ref(submitted[0][0])
+        try:
+            code = self._code_ref(submitted[0][0])
+        except BaseException as error:  # nothing was sent: the rounds fail, the error ends the run
+            for _, future in submitted:
+                future.set_exception(error)
+            raise
         with self._lock:
             groups = self._assign(submitted)
-        replies = [self._send(code, worker, members) for worker, members in groups]
-        for (worker, members), reply in zip(groups, replies, strict=True):
+        sent = []
+        for worker, members in groups:
+            try:
+                sent.append((worker, members, self._send(code, worker, members)))
+            except BaseException as error:  # a state that does not encode: the group's rounds crashed
+                self._settle_group(worker, members, [error] * len(members))
+        for worker, members, reply in sent:
             self._finish(worker, members, reply)
 
     def _assign(
@@ -313,6 +330,9 @@ class RayPopulationBackend:
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
             outcomes = [cause] * len(members)
         except ray.exceptions.RayError as exc:  # the worker is gone, with the agents it held
+            if not isinstance(exc, ray.exceptions.RayActorError):  # a lost reply, the actor alive
+                with contextlib.suppress(Exception):  # free its reservation for a new worker
+                    ray.kill(worker.actor, no_restart=True)
             lost = WorkerLostError(
                 f"the population worker (pid {worker.pid}) of pods "
                 f"{', '.join(str(task.pod.pod_id) for task, _ in members)} died mid-round (node lost, "
@@ -330,6 +350,15 @@ class RayPopulationBackend:
                 results.append(RoundResult(**fields))
             except BaseException as exc:  # a state that does not load: a crashed round too
                 results.append(exc)
+        self._settle_group(worker, members, results)
+
+    def _settle_group(
+        self,
+        worker: _Worker,
+        members: list[tuple[RoundTask, Future[Any]]],
+        results: list[RoundResult | BaseException],
+    ) -> None:
+        """Free ``worker``, keep what it now holds, and resolve each member's future."""
         with self._lock:
             worker.busy = False
             worker.last_used = time.monotonic()

@@ -202,7 +202,8 @@ def test_the_cluster_teardown_names_a_ray_process_left_running() -> None:
 
 
 def test_workers_on_a_dead_node_are_forgotten_not_killed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """ray.kill of an actor on a removed node was seen to block forever (no timeout, no signal)."""
+    """ray.kill of an actor on a removed node was seen to block forever (no timeout, no signal).
+    Both Ray backends prune through :class:`podracer.backends.ray_actors.ActorPool`."""
     import threading
 
     from podracer.backends import ray_backend
@@ -218,7 +219,7 @@ def test_workers_on_a_dead_node_are_forgotten_not_killed(monkeypatch: pytest.Mon
         ray_backend._Worker(actor="recently used", where_ref=None, node_id="alive", last_used=3.0),
     ]
     backend._workers = list(workers)
-    backend._prune({"alive"}, slots=2)
+    backend._prune({"alive"}, keep=2)
     assert killed == ["least recently used"]  # the surplus on a live node is stopped
     assert [w.actor for w in backend._workers] == ["busy", "recently used"]
 

@@ -36,11 +36,9 @@ names are re-exported here.
 from __future__ import annotations
 
 import itertools
-import math
-import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -54,6 +52,7 @@ import ray.exceptions
 
 from podracer.backends.base import RoundTask, settle, wait_all
 from podracer.backends.pod_host import round_arguments
+from podracer.backends.ray_actors import EMPTY_CLUSTER_GRACE_S, RESOURCE_EPSILON, ActorPool, check_reservation
 from podracer.backends.ray_worker import PodWorker, WorkerLostError, pack_state, unpack_state
 from podracer.errors import TournamentError
 from podracer.pod import Pod, RoundResult
@@ -73,11 +72,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-EMPTY_CLUSTER_GRACE_S = 5.0
-"""How long :meth:`RayBackend.slots` re-reads a cluster that shows no room before reporting 0, seconds."""
-RESOURCE_EPSILON = 1e-9
-"""Slack on resource division (Ray reports fractional resources as floats)."""
 
 
 @dataclass(eq=False)
@@ -110,7 +104,7 @@ class WorkerInfo:
     pod_id: int | None
 
 
-class RayBackend:
+class RayBackend(ActorPool):
     """Runs pod rounds on Ray actors; see the module docstring.
 
     Args:
@@ -134,23 +128,15 @@ class RayBackend:
         max_slots: int | None = None,
     ) -> None:
         """See the class docstring."""
-        if not (math.isfinite(cpus_per_pod) and cpus_per_pod > 0):
-            raise TournamentError(f"cpus_per_pod is {cpus_per_pod}; use a number of CPUs > 0, e.g. 1")
-        if not (math.isfinite(gpus_per_pod) and gpus_per_pod >= 0):
-            raise TournamentError(f"gpus_per_pod is {gpus_per_pod}; use 0 (CPU pods) or a GPU share > 0")
-        if max_slots is not None and max_slots < 1:
-            raise TournamentError(f"max_slots is {max_slots}; use at least 1 or None")
+        check_reservation(cpus_per_pod, gpus_per_pod, max_slots)
         self.cpus_per_pod = cpus_per_pod
         self.gpus_per_pod = gpus_per_pod
         self.max_slots = max_slots
-        self._owns_ray = connect(address)
+        super().__init__(address, cpus_per_pod, gpus_per_pod)
         self._actor_class = ray.remote(PodWorker).options(
             num_cpus=cpus_per_pod, num_gpus=gpus_per_pod, max_restarts=0, max_task_retries=0
         )
-        self._lock = threading.Lock()
-        self._workers: list[_Worker] = []
         self._incarnations = itertools.count()
-        self._code: tuple[tuple[Any, ...], Any] | None = None
         self._pending: set[Future[Any]] = set()
 
     # ------------------------------------------------------------------ capacity
@@ -161,63 +147,10 @@ class RayBackend:
         A cluster that reads as empty is read again for up to :data:`EMPTY_CLUSTER_GRACE_S` (a node
         table caught mid-update must not end a tournament, which stops at 0 slots).
         """
-        deadline = time.monotonic() + EMPTY_CLUSTER_GRACE_S
-        while True:
-            alive = [node for node in ray.nodes() if node.get("Alive")]
-            total = sum(self._capacity(node.get("Resources", {})) for node in alive)
-            if total > 0 or time.monotonic() >= deadline:
-                break
-            time.sleep(0.25)
+        total, alive = self._room()
         slots = total if self.max_slots is None else min(total, self.max_slots)
-        self._prune({str(node["NodeID"]) for node in alive}, slots)
+        self._prune(alive, slots)
         return slots
-
-    def _capacity(self, resources: Mapping[str, float]) -> int:
-        capacity = math.floor(resources.get("CPU", 0.0) / self.cpus_per_pod + RESOURCE_EPSILON)
-        if self.gpus_per_pod > 0:
-            capacity = min(
-                capacity, math.floor(resources.get("GPU", 0.0) / self.gpus_per_pod + RESOURCE_EPSILON)
-            )
-        return capacity
-
-    def _prune(self, alive_nodes: set[str], slots: int) -> None:
-        """Forget idle workers on dead nodes; stop the least recently used idle ones beyond ``slots``.
-
-        A worker on a dead node died with it and is only forgotten: ``ray.kill`` waits for the GCS to
-        answer, and for an actor of a removed node it was seen to wait forever (the tournament hung in
-        ``slots()``, where no signal reaches it).
-        """
-        with self._lock:
-            self._locate()
-            gone = [
-                w
-                for w in self._workers
-                if not w.busy and w.node_id is not None and w.node_id not in alive_nodes
-            ]
-            idle = sorted(
-                (w for w in self._workers if not w.busy and w not in gone), key=lambda w: w.last_used
-            )
-            surplus = idle[: max(0, len(self._workers) - len(gone) - slots)]
-            for worker in gone:
-                self._workers.remove(worker)
-            for worker in surplus:
-                self._workers.remove(worker)
-                ray.kill(worker.actor, no_restart=True)
-
-    def _locate(self) -> None:
-        """Fill in pid and node of started workers (non-blocking)."""
-        waiting = [w for w in self._workers if w.node_id is None]
-        if not waiting:
-            return
-        ready, _ = ray.wait([w.where_ref for w in waiting], num_returns=len(waiting), timeout=0)
-        ready_ids = {ref.hex() for ref in ready}
-        for worker in waiting:
-            if worker.where_ref.hex() in ready_ids:
-                try:
-                    where = ray.get(worker.where_ref)
-                except ray.exceptions.RayError:
-                    continue
-                worker.pid, worker.node_id = int(where["pid"]), str(where["node_id"])
 
     def workers(self) -> list[WorkerInfo]:
         """The pod workers this backend holds now (their pids once started)."""
@@ -277,24 +210,6 @@ class RayBackend:
         self._workers.append(worker)
         return worker
 
-    def _code_ref(self, task: RoundTask) -> Any:
-        """The object-store copy of the task's factories (put once per distinct set of them)."""
-        code = (task.agent_factory, task.env_factory, task.evaluate)
-        with self._lock:
-            if self._code is not None and all(a is b for a, b in zip(self._code[0], code, strict=True)):
-                return self._code[1]
-        try:
-            ref = ray.put(code)
-        except Exception as exc:
-            raise TournamentError(
-                f"the agent factory, env factory or evaluate function cannot be sent to Ray workers "
-                f"({type(exc).__name__}: {exc}); make them picklable (module-level functions, or "
-                "closures over tensors and plain values)"
-            ) from None
-        with self._lock:
-            self._code = (code, ref)
-        return ref
-
     def _finish(self, task: RoundTask, worker: _Worker, inner: Future[Any], outer: Future[Any]) -> None:
         """Turn a worker's reply into the round's outcome (called on a Ray thread)."""
         outcome: RoundResult | BaseException
@@ -329,16 +244,7 @@ class RayBackend:
         with self._lock:
             pending = list(self._pending)
         wait_all(pending)
-        with self._lock:
-            workers, self._workers = self._workers, []
-            self._code = None
-        alive = {str(node["NodeID"]) for node in ray.nodes() if node.get("Alive")}
-        for worker in workers:
-            if worker.node_id is None or worker.node_id in alive:  # see _prune: never kill on a dead node
-                ray.kill(worker.actor, no_restart=True)
-        if self._owns_ray:
-            ray.shutdown()
-            self._owns_ray = False
+        self._stop()
 
 
 def _alive(ref: weakref.ref[Pod] | None) -> Pod | None:

@@ -30,25 +30,24 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 # First: importing ray_cluster sets Ray's environment, which Ray reads once when it is imported.
-from podracer.backends.ray_cluster import connect
+from podracer.backends import ray_cluster  # noqa: F401
 
 # isort: split
 import ray
 import ray.exceptions
 
-from podracer.backends.base import RoundTask
+from podracer.backends.base import RoundTask, settle
 from podracer.backends.pod_host import WorkerLostError, pack_state, unpack_state
 from podracer.backends.population_host import pod_round
-from podracer.backends.ray_backend import EMPTY_CLUSTER_GRACE_S, RESOURCE_EPSILON
+from podracer.backends.ray_actors import RESOURCE_EPSILON, ActorPool, check_reservation
 from podracer.backends.ray_worker import PopulationWorker
 from podracer.errors import TournamentError
 from podracer.pod import Pod, RoundResult
@@ -98,7 +97,7 @@ class PopulationWorkerInfo:
     pod_ids: tuple[int, ...]
 
 
-class RayPopulationBackend:
+class RayPopulationBackend(ActorPool):
     """Trains the pool as populations on Ray actors; see the module docstring.
 
     Args:
@@ -130,12 +129,7 @@ class RayPopulationBackend:
         """See the class docstring."""
         if pods_per_worker < 1:
             raise TournamentError(f"pods_per_worker is {pods_per_worker}; use at least 1")
-        if not (math.isfinite(cpus_per_pod) and cpus_per_pod > 0):
-            raise TournamentError(f"cpus_per_pod is {cpus_per_pod}; use a number of CPUs > 0, e.g. 1")
-        if not (math.isfinite(gpus_per_pod) and gpus_per_pod >= 0):
-            raise TournamentError(f"gpus_per_pod is {gpus_per_pod}; use 0 (CPU pods) or a GPU share > 0")
-        if max_slots is not None and max_slots < 1:
-            raise TournamentError(f"max_slots is {max_slots}; use at least 1 or None")
+        check_reservation(cpus_per_pod, gpus_per_pod, max_slots)
         # a population never needs more room than the pool: an actor of 8 pods' CPUs for a pool of
         # 4 could find no node to fit on
         self.pods_per_worker = pods_per_worker if max_slots is None else min(pods_per_worker, max_slots)
@@ -147,17 +141,14 @@ class RayPopulationBackend:
         self.cpus_per_worker = cpus_per_pod * self.pods_per_worker
         self.gpus_per_worker = gpus_per_pod * self.pods_per_worker
         self.max_slots = max_slots
-        self._owns_ray = connect(address)
+        super().__init__(address, self.cpus_per_worker, self.gpus_per_worker)
         self._actor_class = ray.remote(PopulationWorker).options(
             num_cpus=self.cpus_per_worker,
             num_gpus=self.gpus_per_worker,
             max_restarts=0,
             max_task_retries=0,
         )
-        self._lock = threading.Lock()
-        self._workers: list[_Worker] = []
         self._incarnations = itertools.count()
-        self._code: tuple[tuple[Any, ...], Any] | None = None
         self._submitted: list[tuple[RoundTask, Future[Any]]] = []
 
     # ------------------------------------------------------------------ capacity
@@ -165,62 +156,12 @@ class RayPopulationBackend:
     def slots(self) -> int:
         """Pods the cluster's live nodes can train now: its room for population workers times
         ``pods_per_worker`` (capped by ``max_slots``); an empty-looking cluster is read again for
-        up to :data:`~podracer.backends.ray_backend.EMPTY_CLUSTER_GRACE_S`."""
-        deadline = time.monotonic() + EMPTY_CLUSTER_GRACE_S
-        while True:
-            alive = [node for node in ray.nodes() if node.get("Alive")]
-            workers = sum(self._capacity(node.get("Resources", {})) for node in alive)
-            if workers > 0 or time.monotonic() >= deadline:
-                break
-            time.sleep(0.25)
+        up to :data:`~podracer.backends.ray_actors.EMPTY_CLUSTER_GRACE_S`."""
+        workers, alive = self._room()
         pods = workers * self.pods_per_worker
         slots = pods if self.max_slots is None else min(pods, self.max_slots)
-        self._prune({str(node["NodeID"]) for node in alive}, math.ceil(slots / self.pods_per_worker))
+        self._prune(alive, math.ceil(slots / self.pods_per_worker))
         return slots
-
-    def _capacity(self, resources: Mapping[str, float]) -> int:
-        """Population workers a node with ``resources`` can host."""
-        capacity = math.floor(resources.get("CPU", 0.0) / self.cpus_per_worker + RESOURCE_EPSILON)
-        if self.gpus_per_worker > 0:
-            capacity = min(
-                capacity, math.floor(resources.get("GPU", 0.0) / self.gpus_per_worker + RESOURCE_EPSILON)
-            )
-        return capacity
-
-    def _prune(self, alive_nodes: set[str], keep: int) -> None:
-        """Forget idle workers on dead nodes (never ``ray.kill`` those: it can wait forever); stop
-        the least recently used idle ones beyond ``keep`` workers."""
-        with self._lock:
-            self._locate()
-            gone = [
-                w
-                for w in self._workers
-                if not w.busy and w.node_id is not None and w.node_id not in alive_nodes
-            ]
-            idle = sorted(
-                (w for w in self._workers if not w.busy and w not in gone), key=lambda w: w.last_used
-            )
-            surplus = idle[: max(0, len(self._workers) - len(gone) - keep)]
-            for worker in gone:
-                self._workers.remove(worker)
-            for worker in surplus:
-                self._workers.remove(worker)
-                ray.kill(worker.actor, no_restart=True)
-
-    def _locate(self) -> None:
-        """Fill in pid and node of started workers (non-blocking; called under the lock)."""
-        waiting = [w for w in self._workers if w.node_id is None]
-        if not waiting:
-            return
-        ready, _ = ray.wait([w.where_ref for w in waiting], num_returns=len(waiting), timeout=0)
-        ready_ids = {ref.hex() for ref in ready}
-        for worker in waiting:
-            if worker.where_ref.hex() in ready_ids:
-                try:
-                    where = ray.get(worker.where_ref)
-                except ray.exceptions.RayError:
-                    continue
-                worker.pid, worker.node_id = int(where["pid"]), str(where["node_id"])
 
     def workers(self) -> list[PopulationWorkerInfo]:
         """The population workers this backend holds now (their pids once started)."""
@@ -256,14 +197,14 @@ class RayPopulationBackend:
             TournamentError: the tournament's factories cannot be sent to the workers.
         """
         submitted, self._submitted = self._submitted, []
-        submitted = [(task, future) for task, future in submitted if future.set_running_or_notify_cancel()]
+        submitted = [(task, future) for task, future in submitted if not future.cancelled()]
         if not submitted:
             return
         try:
             code = self._code_ref(submitted[0][0])
         except BaseException as error:  # nothing was sent: the rounds fail, the error ends the run
             for _, future in submitted:
-                future.set_exception(error)
+                settle(future, error)
             raise
         with self._lock:
             groups = self._assign(submitted)
@@ -373,53 +314,18 @@ class RayPopulationBackend:
             if any(isinstance(result, WorkerLostError) for result in results) and worker in self._workers:
                 self._workers.remove(worker)
         for (_, future), result in zip(members, results, strict=True):
-            _resolve(future, result)
-
-    def _code_ref(self, task: RoundTask) -> Any:
-        """The object-store copy of the task's factories (put once per distinct set of them)."""
-        code = (task.agent_factory, task.env_factory, task.evaluate)
-        with self._lock:
-            if self._code is not None and all(a is b for a, b in zip(self._code[0], code, strict=True)):
-                return self._code[1]
-        try:
-            ref = ray.put(code)
-        except Exception as exc:
-            raise TournamentError(
-                f"the agent factory, env factory or evaluate function cannot be sent to Ray workers "
-                f"({type(exc).__name__}: {exc}); make them picklable (module-level functions, or "
-                "closures over tensors and plain values)"
-            ) from None
-        with self._lock:
-            self._code = (code, ref)
-        return ref
+            settle(future, result)
 
     def shutdown(self) -> None:
         """Stop every population worker (rounds are never in flight between calls), and leave Ray
         if this backend joined it."""
-        with self._lock:
-            workers, self._workers = self._workers, []
-            self._code = None
-        alive = {str(node["NodeID"]) for node in ray.nodes() if node.get("Alive")}
-        for worker in workers:
-            if worker.node_id is None or worker.node_id in alive:  # never kill on a dead node
-                ray.kill(worker.actor, no_restart=True)
-        if self._owns_ray:
-            ray.shutdown()
-            self._owns_ray = False
+        self._stop()
 
 
 def _holds_object(worker: _Worker, pod: Pod) -> bool:
     """Whether ``worker`` holds ``pod``'s object (its agent's state may still need to travel)."""
     held = worker.held.get(pod.pod_id)
     return held is not None and held.pod_ref() is pod
-
-
-def _resolve(future: Future[Any], outcome: RoundResult | BaseException) -> None:
-    """Resolve a running future (:meth:`RayPopulationBackend.run_submitted` marked it running)."""
-    if isinstance(outcome, RoundResult):
-        future.set_result(outcome)
-    else:
-        future.set_exception(outcome)
 
 
 __all__ = ["PopulationWorkerInfo", "RayPopulationBackend"]

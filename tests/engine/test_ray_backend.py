@@ -230,7 +230,7 @@ def _board_rows(run_dir: Path) -> list[tuple[int, float, int]]:
 
 
 def test_populations_on_ray_workers_train_the_pool_as_the_local_population_does(
-    cluster: LocalCluster, tmp_path: Path
+    cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two population workers (one a node: 2 pods x 0.5 CPU) hold the pool of 4; the leaderboard is
     the one the driver's own population gives. A worker's process killed between rounds costs its
@@ -240,6 +240,11 @@ def test_populations_on_ray_workers_train_the_pool_as_the_local_population_does(
     own = PopulationBackend(4, torch_threads=1, workers=1)
     with new_tournament(tmp_path / "local", config, own) as local:
         local.run()
+    from podracer.backends import ray_population
+
+    sent: list[int] = []
+    real_pack = ray_population.pack_state
+    monkeypatch.setattr(ray_population, "pack_state", lambda state: sent.append(1) or real_pack(state))
     backend = RayPopulationBackend(pods_per_worker=2, cpus_per_pod=0.5)
     assert isinstance(backend, LockstepBackend)
     assert backend.slots() == 4
@@ -254,6 +259,10 @@ def test_populations_on_ray_workers_train_the_pool_as_the_local_population_does(
     assert all(len(pods) == 2 for pods in held)
     trained = {e["pod_id"] for e in read_events(tmp_path / "ray") if e["kind"] == "round_finished"}
     assert {pod for pods in held for pod in pods} <= trained
+    # a pod stays on the worker that holds it: its state travels once, when the pod object is new
+    started = [e for e in read_events(tmp_path / "ray") if e["kind"] == "pod_started"]
+    rounds = [e for e in read_events(tmp_path / "ray") if e["kind"] == "round_finished"]
+    assert len(sent) == len(started) < len(rounds)
 
     chaos = RayPopulationBackend(pods_per_worker=2, cpus_per_pod=0.5)
     killed: list[int] = []

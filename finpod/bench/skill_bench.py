@@ -257,7 +257,8 @@ class ContenderResult:
             the module docstring; the share is NaN on a market without an edge).
         snapshots: with ``snapshots``, one row per validated policy, in the order scored: ``[trial,
             seconds, validation score, pod (``pod<id>`` in a tournament, else the thread that trained
-            it), held-out share, validation score IC, held-out score IC]`` (:meth:`_Problem.score_ic`).
+            it), held-out share, validation score IC, held-out score IC, ...]``
+            (:meth:`_Problem.snapshot_rows` names every column).
     """
 
     sharpe: dict[str, float]
@@ -537,11 +538,14 @@ class _Problem:
 
     def snapshot_rows(self) -> list[list[Any]]:
         """``[trial, seconds, validation score, pod, held-out share, validation IC, held-out IC,
-        validation Sharpe, shrunk validation Sharpe, validation tracking error]`` of every kept
-        policy (then dropped; the ICs: :meth:`score_ic`; the last three from one continuous
-        validation pass against equal weight's, the shrunk Sharpe
+        validation Sharpe, shrunk validation Sharpe, validation tracking error, equal weight's
+        validation Sharpe, variance of the validation Sharpe difference, held-out Sharpe minus
+        equal weight's]`` of every kept policy (then dropped; the ICs: :meth:`score_ic`; columns 7
+        to 11 from one continuous validation pass against equal weight's: the shrunk Sharpe
         :func:`~finpod.report.verdict.shrunk_sharpe` at :data:`SNAPSHOT_PRIOR_EDGE_SHARPE`, the
-        tracking error annualised); run after the contender, so its passes cost it no time."""
+        tracking error annualised, the variance
+        :func:`~finpod.report.verdict.sharpe_difference_variance`, so ``scripts/pick_rules.py``
+        can replay other pick rules); run after the contender, so its passes cost it no time."""
         rows = []
         equal = self.validation_returns(equal_weight_policy(self.full.num_assets)) if self.validated else None
         for trial, seconds, score, pod, policy in self.validated:
@@ -554,6 +558,9 @@ class _Problem:
                 returns_sharpe(pd.Series(validation)),
                 shrunk_sharpe(validation, equal, SNAPSHOT_PRIOR_EDGE_SHARPE),
                 float(np.std(validation - equal, ddof=1) * math.sqrt(SESSIONS_PER_YEAR)),
+                returns_sharpe(pd.Series(equal)),
+                sharpe_difference_variance(validation, equal),
+                sharpe - self.equal_weight_sharpe,
             ]
             rows.append([trial, round(seconds, 3), score, pod, share, *ics, *edge])
         self.validated.clear()

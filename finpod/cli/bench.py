@@ -327,7 +327,8 @@ def skill(
                 )
             informative = summary["informative_seeds"]
             typer.echo(
-                f"  {'':<20} median share over the {len(informative)} seeds whose oracle beats equal "
+                f"  {'':<20} median share over the {len(informative)} "
+                f"seed{'' if len(informative) == 1 else 's'} whose oracle beats equal "
                 f"weight by >= {skill_bench.INFORMATIVE_EDGE_Z:g} standard errors {informative}: "
                 + ", ".join(f"{t} {v:.2f}" for t, v in row["share_informative"].items())
             )

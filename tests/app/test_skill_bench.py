@@ -94,8 +94,10 @@ def test_a_seed_records_oracle_fit_linear_share_and_a_learning_curve() -> None:
     assert "validated policies" in snapshot_summary(single.snapshots)
     assert all(-1.0 <= row[5] <= 1.0 and -1.0 <= row[6] <= 1.0 for row in single.snapshots)  # score ICs
     # the continuous validation pass against equal weight's: Sharpe, shrunk Sharpe, tracking error
-    assert all(len(row) == 10 and math.isfinite(row[7]) and math.isfinite(row[8]) for row in single.snapshots)
-    assert all(row[9] >= 0.0 for row in single.snapshots)
+    assert all(len(row) == 13 and math.isfinite(row[7]) and math.isfinite(row[8]) for row in single.snapshots)
+    assert all(row[9] >= 0.0 and row[11] >= 0.0 for row in single.snapshots)
+    best_row = max(single.snapshots, key=lambda row: row[2])
+    assert best_row[12] == pytest.approx(single.curve[-1][3])  # held-out Sharpe - EW of the pick
     assert "best on shrunk validation Sharpe" in snapshot_summary(single.snapshots)
     assert found.oracle_edge_se > 0.0
     assert found.informative  # the smoke market's strong signal: the ceiling is far above equal weight

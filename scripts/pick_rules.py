@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from finpod.report.verdict import shrink_edge
+
 SCORE, POD = 2, 3
 VALIDATION_SHARPE, TRACKING_ERROR, EQUAL_SHARPE, VARIANCE, HELD_OUT_EDGE = 7, 9, 10, 11, 12
 LEADERBOARD_SIZE = 8
@@ -35,10 +37,7 @@ def shrunk(prior: float) -> Rule:
     """The shrunk validation Sharpe at prior spread ``prior`` (the tournament's score as the estimate)."""
 
     def value(row: Sequence[Any]) -> float:
-        base, variance = float(row[EQUAL_SHARPE]), float(row[VARIANCE])
-        if not math.isfinite(variance):
-            return base
-        return base + (float(row[SCORE]) - base) * prior**2 / (prior**2 + variance)
+        return shrink_edge(float(row[SCORE]), float(row[EQUAL_SHARPE]), float(row[VARIANCE]), prior)
 
     return value
 

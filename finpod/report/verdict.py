@@ -223,7 +223,13 @@ def shrunk_sharpe(returns: np.ndarray, benchmark: np.ndarray, prior_edge_sharpe:
     """
     sharpe = sharpe_per_session(returns) * math.sqrt(SESSIONS_PER_YEAR)
     base = sharpe_per_session(benchmark) * math.sqrt(SESSIONS_PER_YEAR)
-    variance = sharpe_difference_variance(returns, benchmark)
+    return shrink_edge(sharpe, base, sharpe_difference_variance(returns, benchmark), prior_edge_sharpe)
+
+
+def shrink_edge(sharpe: float, base: float, variance: float, prior_edge_sharpe: float) -> float:
+    """``base + (sharpe - base) t**2 / (t**2 + variance)``: :func:`shrunk_sharpe` from its parts
+    (annualised Sharpe ratios, the difference's variance, the prior spread ``t``); ``base`` where
+    a part is not finite (NaN without a finite ``base``)."""
     if not (math.isfinite(sharpe) and math.isfinite(base) and math.isfinite(variance)):
         return base if math.isfinite(base) else math.nan
     prior = prior_edge_sharpe * prior_edge_sharpe

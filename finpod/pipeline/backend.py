@@ -78,14 +78,16 @@ def training_threads(spec: Spec, device: torch.device) -> int:
 
     ``population``: :func:`population_threads` for the whole pool; ``local``: ``torch_threads_per_pod``
     per pod thread; ``processes``: the same, in each pod's own process; ``ray``: each actor's CPU
-    reservation, rounded (at least 1): ``cpus_per_pod``, times ``pods_per_worker`` for a population.
+    reservation, rounded (at least 1): ``cpus_per_pod``, times ``pods_per_worker`` (at most the pool)
+    for a population.
     """
     backend = resolved_backend(spec, device)
     if backend == "population":
         return population_threads(spec)
     if backend == "ray":
         settings = spec.tournament
-        return max(1, round(settings.cpus_per_pod * settings.pods_per_worker))
+        pods = min(settings.pods_per_worker, settings.pool_size)
+        return max(1, round(settings.cpus_per_pod * pods))
     return spec.tournament.torch_threads_per_pod
 
 

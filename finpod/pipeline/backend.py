@@ -45,9 +45,14 @@ def population_threads(spec: Spec) -> int:
     return max(1, min(os.cpu_count() or 1, spec.tournament.torch_threads_per_pod))
 
 
-def population_workers(spec: Spec) -> int:
-    """Sub-populations a population run trains side by side in threads: the cores over its torch
-    threads (the pods' numbers do not depend on it; ``run.json`` records it)."""
+def population_workers(spec: Spec, device: torch.device) -> int:
+    """Sub-populations a population run trains side by side in threads (the pods' numbers do not
+    depend on it; ``run.json`` records it): on a CPU the cores over its torch threads; on a GPU one,
+    the whole pool as one batched computation (threads there would split it into small populations
+    that take turns launching small kernels: on an H200 at the paper's shape, 16 cores made four
+    one-pod populations, 139k env steps/s against 400k+ for one population of four)."""
+    if device.type != "cpu":
+        return 1
     return max(1, (os.cpu_count() or 1) // population_threads(spec))
 
 
@@ -111,7 +116,9 @@ def pod_backend(spec: Spec, device: torch.device) -> Iterator[Backend | None]:
             processes.shutdown()
         return
     if backend == "population":
-        population = PopulationBackend(settings.pool_size, population_threads(spec), population_workers(spec))
+        population = PopulationBackend(
+            settings.pool_size, population_threads(spec), population_workers(spec, device)
+        )
         try:
             yield population
         finally:

@@ -366,7 +366,7 @@ def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "torch_threads": {
             "training": training_threads(spec, device),
-            "training_workers": population_workers(spec) if backend == "population" else None,
+            "training_workers": population_workers(spec, device) if backend == "population" else None,
             "evaluation": threads_for(1),
             "validation": threads_for(spec.tournament.validation_chunks),
         },

@@ -107,3 +107,19 @@ def test_auto_is_the_population_on_a_gpu_and_worker_processes_on_a_cpu(
     assert resolved_backend(spec, torch.device("cpu")) == "local"
     chosen = spec.with_(tournament={"backend": "population"})
     assert resolved_backend(chosen, torch.device("cpu")) == "population"
+
+
+def test_a_gpu_population_is_one_batched_computation_whatever_the_cores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found on an H200 (16 cores): the CPU rule (cores over torch threads) split a pool of four
+    into four one-pod populations in threads, 139k env steps/s against 400k+ for one of four."""
+    spec = tiny_spec(tmp_path).with_(tournament={"backend": "population"})
+    monkeypatch.setattr(backend_module.os, "cpu_count", lambda: 16)
+    assert backend_module.population_workers(spec, torch.device("cuda")) == 1
+    assert backend_module.population_workers(spec, torch.device("cpu")) == 16
+    threaded = spec.with_(tournament={"torch_threads_per_pod": 4})
+    assert backend_module.population_workers(threaded, torch.device("cpu")) == 4
+    with backend_module.pod_backend(spec, torch.device("cuda")) as population:
+        assert isinstance(population, backend_module.PopulationBackend)
+        assert population.workers == 1

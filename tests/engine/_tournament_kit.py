@@ -7,6 +7,7 @@ Real pieces only: :class:`podracer.ppo.PPOAgent` with a small network on
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,9 @@ ACTION_LOW, ACTION_HIGH = 0.0, 1.0
 TASK_SEED = 7
 VALIDATION_SEED = 12345
 VALIDATION_ROWS = 256
+DEVICE = os.environ.get("PODRACER_TEST_DEVICE", "cpu")
+"""Where the toy agents and envs live: ``cpu`` (CI), or ``cuda`` to run the same equality tests on a
+GPU (``PODRACER_TEST_DEVICE=cuda pytest tests/engine/test_population.py``)."""
 
 TINY_PPO = PPOConfig(
     rollout_steps=8,
@@ -41,13 +45,13 @@ def make_env(seed: int) -> TargetMatchingEnv:
     """A pod's training env (the task is fixed by ``TASK_SEED``; ``seed`` is unused by the toy task)."""
     del seed
     return TargetMatchingEnv(
-        NUM_ENVS, OBS_DIM, ACTION_DIM, EPISODE_LENGTH, ACTION_LOW, ACTION_HIGH, TASK_SEED, "cpu"
+        NUM_ENVS, OBS_DIM, ACTION_DIM, EPISODE_LENGTH, ACTION_LOW, ACTION_HIGH, TASK_SEED, DEVICE
     )
 
 
 def make_agent(config: Any, seed: int) -> PPOAgent:
     """A PPO agent for the toy task."""
-    return PPOAgent(OBS_DIM, ACTION_DIM, ACTION_LOW, ACTION_HIGH, config, "cpu", seed)
+    return PPOAgent(OBS_DIM, ACTION_DIM, ACTION_LOW, ACTION_HIGH, config, DEVICE, seed)
 
 
 class Validation:
@@ -56,7 +60,7 @@ class Validation:
     def __init__(self) -> None:
         self.env = make_env(0)
         generator = torch.Generator().manual_seed(VALIDATION_SEED)
-        self.obs = torch.randn(VALIDATION_ROWS, OBS_DIM, generator=generator)
+        self.obs = torch.randn(VALIDATION_ROWS, OBS_DIM, generator=generator).to(DEVICE)
 
     def __call__(self, policy: Policy) -> float:
         with torch.no_grad():

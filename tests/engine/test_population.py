@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from engine._tournament_kit import (
+    DEVICE,
     TINY_PPO,
     make_agent,
     make_env,
@@ -101,8 +102,8 @@ def test_the_equality_holds_after_an_exploit_copy_and_a_snapshot_restore() -> No
     envs_alone[1], envs_pop[1] = make_env(2), make_env(2)
     _train_both(alone, population, envs_alone, envs_pop, 2)
     # Kill and resume: pod 0 restarts from its snapshot (a fresh agent and env).
-    alone[0] = PPOAgent.from_state_dict(alone[0].state_dict())
-    population[0] = PPOAgent.from_state_dict(population[0].state_dict())
+    alone[0] = PPOAgent.from_state_dict(alone[0].state_dict(), DEVICE)
+    population[0] = PPOAgent.from_state_dict(population[0].state_dict(), DEVICE)
     envs_alone[0], envs_pop[0] = make_env(3), make_env(3)
     _train_both(alone, population, envs_alone, envs_pop, 2)
     for one, other in zip(alone, population, strict=True):
@@ -129,10 +130,10 @@ def test_cross_sectional_pods_with_a_target_kl_stop_alone_as_they_would_one_by_o
     configs = [base, dataclasses.replace(base, target_kl=None, learning_rate=3e-3)]
 
     def agent(config: PPOConfig, seed: int) -> PPOAgent:
-        return PPOAgent(layout.obs_dim, layout.action_dim, 0.0, 1.0, config, "cpu", seed, layout=layout)
+        return PPOAgent(layout.obs_dim, layout.action_dim, 0.0, 1.0, config, DEVICE, seed, layout=layout)
 
     def env() -> TargetMatchingEnv:
-        return TargetMatchingEnv(8, layout.obs_dim, layout.action_dim, 5, 0.0, 1.0, 3, "cpu")
+        return TargetMatchingEnv(8, layout.obs_dim, layout.action_dim, 5, 0.0, 1.0, 3, DEVICE)
 
     alone = [agent(config, index) for index, config in enumerate(configs)]
     population = [agent(config, index) for index, config in enumerate(configs)]

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine (repo root; finpod's dependencies and py-spy as cp312 wheels in
+# .whl/, see scripts/gpu_session.sh): the CUDA correctness tests, a population round's profile, then
+# `finpod bench main` at the paper's shape under py-spy (every thread's Python stacks, 50 a second),
+# so the host time of each phase can be read back here:
+#   python scripts/spy_phases.py $OUT/main.spy.gz         (collapsed stacks -> seconds by phase/frame)
+# Knobs: DAYS (340), BUDGET_S (45), POOL (4), LIMIT_S (300), PARTS (smi tests profile main), EXTRA.
+. "$(dirname "$0")/gpu_env.sh"
+DAYS=${DAYS:-340} BUDGET_S=${BUDGET_S:-45} POOL=${POOL:-4} LIMIT_S=${LIMIT_S:-300}
+PARTS=${PARTS:-"smi tests profile main"}
+want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+stamp() { echo "=== $* $(date +%T)"; }
+if want smi; then
+  nvidia-smi -L; nproc
+  python3 -c "import torch, finpod.cli, gymnasium, pydantic, exchange_calendars, empyrical, alpaca, pyfolio; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())"
+fi
+if want tests; then
+  stamp tests
+  PODRACER_TEST_DEVICE=cuda timeout 120 python3 -m pytest -q -p no:cacheprovider -W ignore \
+    tests/engine/test_population.py 2>&1 | tail -6
+  timeout 150 python3 -m pytest -q -p no:cacheprovider -W ignore -k "cuda or graph" \
+    tests/app/test_policy_pass.py tests/env/test_template_rows.py 2>&1 | tail -6
+fi
+if want profile; then
+  stamp profile
+  timeout 120 python3 scripts/gpu_bench.py population_profile --pods "$POOL" --pod-envs 1024 --policy mlp 2>&1 \
+    | grep -E "^population_profile" | head -12
+fi
+if want main; then
+  stamp main
+  spy=${SPY:-/tmp/site/bin/py-spy}
+  timeout -s INT -k 20 "$LIMIT_S" "$spy" record --rate 50 --threads --idle --subprocesses --format raw --output "$OUT/main.spy" -- \
+    python3 -m finpod bench main --shape minute100 --days "$DAYS" --set device="${DEVICE:-cuda}" \
+    --set tournament.backend=population --set tournament.budget_seconds="$BUDGET_S" \
+    --set tournament.budget_env_steps=100000000000 --set tournament.pool_schedule=fixed \
+    --set tournament.pool_size="$POOL" ${EXTRA:-} --progress --json > "$OUT/main.json" 2> "$OUT/main.log"
+  stamp "main rc=$?"
+  grep -E "phase|round" "$OUT/main.log" | tail -12
+  python3 -c "import json,sys; t=open(sys.argv[1]).read(); d=json.JSONDecoder().raw_decode(t[t.index('{'):])[0]; print({k: d.get(k) for k in ('phase_seconds', 'env_steps', 'env_steps_per_second', 'train_bench_samples_per_second', 'ratio_to_train_bench', 'evaluation_share', 'gpu_busy_percent', 'gpu_memory_mib', 'peak_rss_bytes')})" "$OUT/main.json"
+  gzip -f "$OUT/main.spy"
+  python3 scripts/spy_phases.py "$OUT/main.spy.gz" --top 12 | head -60
+fi

@@ -13,7 +13,8 @@ for every N and mode in one process, so torch is imported once and inductor's ca
   learn, with and without TF32 matmuls, and the profiler's tables of each.
 * ``population_profile``: where a population round of the minute shape goes (``--device``, default
   cuda; runs on a CPU too): ``P`` pods' collect, update and chunked validation pass timed apart,
-  and the kernel launches (operator calls on a CPU) per collect step.
+  with the collection eager and graphed (and on CUDA the update with TF32 matmuls), and the kernel
+  launches (operator calls on a CPU) per eager collect step.
 * ``gather``: the observation-template row gather, float32 ``index_select`` against
   :func:`~finpod.env.observation.template_rows`, timed with CUDA events (median).
 * ``profile``: torch.profiler's table of the CUDA kernels of eager (and compiled) steps at
@@ -264,30 +265,36 @@ def population_profile(device: torch.device, pods: int, num_envs: int, policy: s
         return time.perf_counter()
 
     steps = cfg.rollout_steps * num_envs * pods
-    for index in range(rounds + 1):  # the first round warms up
-        began = sync()
-        model = StackedModel([agent.model for agent in agents])
-        batch, _, rollouts = collect_population(agents, envs, model)
-        collected = sync()
-        update_population(agents, batch, model, rollouts)
-        learned = sync()
-        chunked_equities(panel, "train", eval_config, PopulationPolicy(agents), pods, device, plan)
-        scored = sync()
-        if index:
-            print(
-                f"population_profile {policy} P={pods} N={num_envs} on {device}: collect "
-                f"{collected - began:.3f} s, update {learned - collected:.3f} s, validation pass of "
-                f"{plan.steps} steps x {plan.num_chunks * pods} accounts {scored - learned:.3f} s; "
-                f"{steps / (learned - began):,.0f} env steps/s without scoring, "
-                f"{steps / (scored - began):,.0f} with one score a round",
-                flush=True,
-            )
+    variants = [("eager collect, fp32", False, "highest"), ("graphed collect, fp32", None, "highest")]
+    if device.type == "cuda":
+        variants.append(("graphed collect, TF32", None, "high"))
+    for name, graphs, precision in variants:
+        torch.set_float32_matmul_precision(precision)
+        for index in range(rounds + 1):  # the first round warms up
+            began = sync()
+            model = StackedModel([agent.model for agent in agents])
+            batch, _, rollouts = collect_population(agents, envs, model, graphs=graphs)
+            collected = sync()
+            update_population(agents, batch, model, rollouts)
+            learned = sync()
+            chunked_equities(panel, "train", eval_config, PopulationPolicy(agents), pods, device, plan)
+            scored = sync()
+            if index:
+                print(
+                    f"population_profile {policy} P={pods} N={num_envs} on {device}, {name}: collect "
+                    f"{collected - began:.3f} s, update {learned - collected:.3f} s, validation pass of "
+                    f"{plan.steps} steps x {plan.num_chunks * pods} accounts {scored - learned:.3f} s; "
+                    f"{steps / (learned - began):,.0f} env steps/s without scoring, "
+                    f"{steps / (scored - began):,.0f} with one score a round",
+                    flush=True,
+                )
+    torch.set_float32_matmul_precision("highest")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     model = StackedModel([agent.model for agent in agents])
     for part in ("collect", "update"):
         with torch_profile(activities=activities) as prof:
             if part == "collect":
-                batch, _, rollouts = collect_population(agents, envs, model)
+                batch, _, rollouts = collect_population(agents, envs, model, graphs=False)
             else:
                 update_population(agents, batch, model, rollouts)
             sync()

@@ -11,9 +11,10 @@ returns every pod's transitions as a :class:`PodBatch` for :mod:`podracer.popula
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Final
 
 import torch
 
@@ -22,8 +23,21 @@ from podracer.env_stack import stack_envs
 from podracer.normalization import RunningMeanStd, add_feature_noise
 from podracer.pathwise import store_pathwise_inputs
 from podracer.ppo import PPOAgent
+from podracer.protocols import CapturableEnv
 from podracer.rollout import Rollout, bootstrap_truncated, compute_gae
 from podracer.stacked import StackedModel, hyper_column
+
+COLLECT_BLOCK_STEPS: Final[int] = 16
+"""Rollout steps per CUDA-graph replay in a population's collection (see :func:`_collect_in_blocks`)."""
+MIN_GRAPHED_COLLECT_STEPS: Final[int] = 3 * COLLECT_BLOCK_STEPS
+"""A shorter rollout steps eagerly: the first block and the recording cost about two blocks."""
+EnvStep = Callable[
+    [torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]
+]
+"""An env's step (``step`` or ``capturable_step``): actions ``(N, A)`` -> ``(obs, reward, terminated,
+truncated, info)``."""
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -62,9 +76,16 @@ class PodBatch:
 
 @torch.no_grad()
 def collect_population(
-    agents: Sequence[PPOAgent], envs: Sequence[Any], model: StackedModel
+    agents: Sequence[PPOAgent], envs: Sequence[Any], model: StackedModel, *, graphs: bool | None = None
 ) -> tuple[PodBatch, dict[str, torch.Tensor], list[Rollout | None]]:
     """Every agent's ``T`` rollout steps from one joined env, with advantages and returns.
+
+    On a CUDA device, when the joined env is a :class:`~podracer.protocols.CapturableEnv` and the
+    rollout has at least :data:`MIN_GRAPHED_COLLECT_STEPS` steps, the steps run as CUDA-graph
+    replays of :data:`COLLECT_BLOCK_STEPS` steps each (:func:`_collect_in_blocks`): the same kernels
+    as the eager loop, so the same numbers, without a Python pass per step. ``graphs``: ``None``
+    for that rule; ``True`` raises where a capture fails (off CUDA it runs the same blocks eagerly,
+    what the CPU tests compare with the plain loop); ``False`` steps eagerly.
 
     Returns:
         ``(batch, metrics, rollouts)``: each pod's transitions ``(P, B, ...)`` in its own round's
@@ -104,10 +125,12 @@ def collect_population(
     low, high = agents[0].action_low, agents[0].action_high
 
     with_policy = agents[0].model.value_with_policy
-    for t in range(steps):
+
+    def one_step(target: Rollout, row: int, raw_obs: torch.Tensor, step: EnvStep) -> torch.Tensor:
+        """Step ``row`` of ``target`` from raw observations ``(P * N, D)``; the next raw observations."""
         grouped_raw = raw_obs.view(pods, n, obs_dim)
-        obs_sum += grouped_raw.sum(1).double()
-        obs_sumsq += grouped_raw.square().sum(1).double()
+        obs_sum.add_(grouped_raw.sum(1).double())
+        obs_sumsq.add_(grouped_raw.square().sum(1).double())
         obs = normalized(raw_obs)
         if noisy:  # each pod's noise from its own generator, before its actions, as alone
             obs = torch.stack(
@@ -118,34 +141,42 @@ def collect_population(
             )
         if with_policy:
             dist, step_values = model.distribution_and_value(params, obs)
-            buf.values[t] = step_values.reshape(pods * n)
+            target.values[row] = step_values.reshape(pods * n)
         else:
             dist = model.distribution(params, obs)
         raw = model.sample(dist, generators)
-        buf.obs[t] = obs.reshape(pods * n, obs_dim)
-        buf.unit_actions[t] = raw.reshape(pods * n, action_dim)
-        if buf.entity_log_probs is None:
-            buf.log_probs[t] = dist.log_prob(raw).reshape(pods * n)
+        target.obs[row] = obs.reshape(pods * n, obs_dim)
+        target.unit_actions[row] = raw.reshape(pods * n, action_dim)
+        if target.entity_log_probs is None:
+            target.log_probs[row] = dist.log_prob(raw).reshape(pods * n)
         else:
             components = dist.log_prob_components(raw)
-            buf.log_probs[t] = components.sum(dim=-1).reshape(pods * n)
-            buf.entity_log_probs[t] = components[..., action_globals:].reshape(pods * n, entities)
+            target.log_probs[row] = components.sum(dim=-1).reshape(pods * n)
+            target.entity_log_probs[row] = components[..., action_globals:].reshape(pods * n, entities)
         unit = dist.squash(raw).reshape(pods * n, action_dim)
         actions = unit if (low, high) == (0.0, 1.0) else low + (high - low) * unit
-        raw_obs, reward, terminated, truncated, info = env.step(actions)
-        if buf.entity_advantages is not None:
+        next_raw_obs, reward, terminated, truncated, info = step(actions)
+        if target.entity_advantages is not None:
             terms = entity_terms(dist, raw, info, action_globals)
-            buf.entity_advantages[t] = terms.reshape(pods * n, entities)
-        store_pathwise_inputs(buf, t, info)
-        buf.rewards[t] = reward
-        buf.terminated[t] = terminated
-        buf.truncated[t] = truncated
-        buf.final_obs[t] = normalized(info["final_obs"]).reshape(pods * n, obs_dim)
+            target.entity_advantages[row] = terms.reshape(pods * n, entities)
+        store_pathwise_inputs(target, row, info)
+        target.rewards[row] = reward
+        target.terminated[row] = terminated
+        target.truncated[row] = truncated
+        target.final_obs[row] = normalized(info["final_obs"]).reshape(pods * n, obs_dim)
         ended = (terminated | truncated).to(reward.dtype).view(pods, n)
-        episode_return += reward.view(pods, n)
-        finished_return_sum += (episode_return * ended).sum(1)
-        finished_count += ended.sum(1)
-        episode_return *= 1.0 - ended
+        episode_return.add_(reward.view(pods, n))
+        finished_return_sum.add_((episode_return * ended).sum(1))
+        finished_count.add_(ended.sum(1))
+        episode_return.mul_(1.0 - ended)
+        return next_raw_obs
+
+    use_graphs = graphs if graphs is not None else device.type == "cuda"
+    if use_graphs and isinstance(env, CapturableEnv) and steps >= MIN_GRAPHED_COLLECT_STEPS:
+        raw_obs = _collect_in_blocks(env, buf, raw_obs, one_step, generators, strict=graphs is True)
+    else:
+        for t in range(steps):
+            raw_obs = one_step(buf, t, raw_obs, env.step)
     stack.scatter()
     for agent, env_p, rows in zip(agents, envs, raw_obs.view(pods, n, obs_dim), strict=True):
         agent.end_collection(env_p, rows)
@@ -207,6 +238,99 @@ def collect_population(
         entity_cost_rates=None if buf.entity_cost_rates is None else per_pod(buf.entity_cost_rates),
     )
     return batch, metrics, rollouts
+
+
+StepInto = Callable[[Rollout, int, torch.Tensor, EnvStep], torch.Tensor]
+"""One collection step: ``(buffer, row, raw observations, env step) -> next raw observations``."""
+
+
+def _collect_in_blocks(
+    env: CapturableEnv,
+    buf: Rollout,
+    raw_obs: torch.Tensor,
+    one_step: StepInto,
+    generators: Sequence[torch.Generator],
+    strict: bool,
+) -> torch.Tensor:
+    """Every row of ``buf`` (``T`` steps), :data:`COLLECT_BLOCK_STEPS` (``K``) at a time.
+
+    The first ``K`` steps run eagerly (they also warm up what a capture must not initialise). Then
+    ``K`` steps are recorded once as a CUDA graph over static buffers (the env's state, the raw
+    observations, a ``K``-row staging rollout; the pods' generators are registered with it, so each
+    replay draws what the eager steps would) and replayed for each further whole block; each replay's
+    rows are copied into ``buf``. A tail shorter than ``K`` steps eagerly. Off CUDA the blocks run
+    eagerly on the same static buffers (what the tests compare with the plain loop); where the
+    capture fails (a host sync in a policy, say) the blocks run eagerly too, with a warning, unless
+    ``strict``.
+
+    Returns:
+        The raw observations ``(P * N, D)`` after the last step.
+    """
+    steps, block = buf.obs.shape[0], COLLECT_BLOCK_STEPS
+    for t in range(block):
+        raw_obs = one_step(buf, t, raw_obs, env.step)
+    rows = buf.obs.shape[1]
+    stage = Rollout.allocate(
+        block,
+        rows,
+        buf.obs.shape[2],
+        buf.unit_actions.shape[2],
+        buf.obs.device,
+        0 if buf.entity_log_probs is None else buf.entity_log_probs.shape[2],
+        buf.entity_outcomes is not None,
+    )
+    static_obs = raw_obs.clone()
+    static_state = type(env.state)(*(part.clone() for part in env.state))
+    env.state = static_state
+
+    def steps_of_a_block() -> None:
+        obs = static_obs
+        for k in range(block):
+            obs = one_step(stage, k, obs, env.capturable_step)
+        static_obs.copy_(obs)
+        for kept, value in zip(static_state, env.state, strict=True):
+            kept.copy_(value)
+        env.state = static_state
+
+    graph = _record(steps_of_a_block, generators, static_obs.device, strict)
+    env.state = static_state
+    kept = [f.name for f in fields(Rollout) if getattr(stage, f.name) is not None]
+    t = block
+    while t + block <= steps:
+        if graph is None:
+            steps_of_a_block()
+        else:
+            graph.replay()
+        env.note_steps_taken(block)
+        for name in kept:
+            getattr(buf, name)[t : t + block].copy_(getattr(stage, name))
+        t += block
+    raw_obs = static_obs.clone()
+    for row in range(t, steps):
+        raw_obs = one_step(buf, row, raw_obs, env.step)
+    return raw_obs
+
+
+def _record(
+    body: Callable[[], None], generators: Sequence[torch.Generator], device: torch.device, strict: bool
+) -> torch.cuda.CUDAGraph | None:
+    """``body`` recorded as a CUDA graph with ``generators`` registered (not run: the first replay
+    runs it); ``None`` off CUDA, or where the capture fails and not ``strict``."""
+    if device.type != "cuda":
+        return None
+    graph = torch.cuda.CUDAGraph()
+    try:
+        for generator in generators:
+            graph.register_generator_state(generator)
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):  # other pods may run beside it
+            body()
+    except RuntimeError as error:
+        if strict:
+            raise
+        _log.warning("population collection not graphed (%s); stepping eagerly", str(error).splitlines()[0])
+        torch.cuda.synchronize(device)
+        return None
+    return graph
 
 
 def pod_rollout(buf: Rollout, advantages: torch.Tensor, returns: torch.Tensor, cols: slice) -> Rollout:

@@ -52,6 +52,28 @@ class TensorVectorEnv(Protocol):
         ...
 
 
+@runtime_checkable
+class CapturableEnv(TensorVectorEnv, Protocol):
+    """A :class:`TensorVectorEnv` whose step a CUDA graph can record (the population's graphed
+    collection, :mod:`podracer.population_collect`): all of its dynamic state is the tuple
+    ``state`` (a NamedTuple of tensors that a step replaces), and :meth:`capturable_step` is
+    ``step`` as device work alone (no host sync, the same kernels on every step, no host-side
+    bookkeeping), equal to ``step`` bit for bit; :meth:`note_steps_taken` then advances whatever
+    the host keeps (e.g. an episode clock) by the steps a graph replay took."""
+
+    state: Any
+
+    def capturable_step(
+        self, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """``step`` without host work; ``actions`` ``(N, A)`` float32."""
+        ...
+
+    def note_steps_taken(self, num_steps: int) -> None:
+        """Advance the host's bookkeeping by ``num_steps`` steps taken with :meth:`capturable_step`."""
+        ...
+
+
 @dataclass(frozen=True)
 class RoundStats:
     """What one training round of an agent did.

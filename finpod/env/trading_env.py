@@ -253,9 +253,24 @@ class TradingEnv:
                 f"got {tuple(actions.shape)}"
             )
         step_fn = self._step_fn if self.episode_ends_within(1) else self._advance_fn
+        result = self._step(actions, step_fn)
+        self.note_steps_taken(1)
+        return result
+
+    def capturable_step(
+        self, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """:meth:`step` as device work alone, for a CUDA graph of training steps: the autoreset work
+        on every step (equal to :meth:`step` bit for bit, whether an episode ends or not) and no
+        host-side episode clock; a driver that replays ``K`` of these calls :meth:`note_steps_taken`
+        with ``K`` after each replay. ``actions`` must already be ``(N, A)``."""
+        return self._step(actions, self._step_fn)
+
+    def _step(
+        self, actions: torch.Tensor, step_fn: StepFn
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         before = self.state
         self.state, out = step_fn(self.state, actions.to(device=self.device, dtype=torch.float32))
-        self.note_steps_taken(1)
         info = {
             "final_obs": out.final_obs,
             "equity_usd": out.equity_usd,

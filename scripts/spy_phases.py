@@ -1,6 +1,7 @@
 """Where a profiled run's host time went: py-spy's raw (collapsed) stacks -> seconds by thread and frame.
 
-    py-spy record --rate 50 --threads --idle --subprocesses --format raw --output run.spy -- python -m finpod ...
+    py-spy record --rate 50 --threads --idle --subprocesses --format raw --output run.spy -- \\
+        python -m finpod ...
     python scripts/spy_phases.py run.spy[.gz] [--rate 50] [--under NAME] [--top 25]
 
 For each thread with samples: its seconds, then the frames with the most inclusive seconds (a frame
@@ -14,7 +15,6 @@ import argparse
 import gzip
 from collections import Counter, defaultdict
 from pathlib import Path
-
 
 WAITS = ("wait", "sleep", "get", "select", "poll", "acquire", "join", "result")
 """A leaf frame whose function name ends with one of these is a thread waiting, not working."""
@@ -45,7 +45,9 @@ def short(frame: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("path", type=Path)
     parser.add_argument("--rate", type=float, default=50.0, help="py-spy's samples per second")
     parser.add_argument("--under", default="", help="only stacks through a frame whose name contains this")

@@ -7,7 +7,6 @@ pods joined into one, PPO agents with the flat MLP and the cross-sectional polic
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 
 import pytest
 import torch
@@ -22,7 +21,9 @@ from podracer.ppo import PPOAgent, PPOConfig
 from podracer.stacked import StackedModel
 
 CPU = torch.device("cpu")
-CONFIG = EnvConfig(fee_rate=0.002, half_spread_bps=1.0, max_participation=0.1, rebalance_band=0.01, horizon_bars=40)
+CONFIG = EnvConfig(
+    fee_rate=0.002, half_spread_bps=1.0, max_participation=0.1, rebalance_band=0.01, horizon_bars=40
+)
 """40-bar episodes with random starts: with 8 envs a pod, episodes end inside most blocks."""
 STEPS = 3 * COLLECT_BLOCK_STEPS + 5
 """An eager first block, two replayed blocks and a 5-step eager tail."""
@@ -50,7 +51,8 @@ def _population(panel: Panel, device: torch.device, policy: str) -> tuple[list[P
         obs_noise=0.1 if entity else 0.0,  # the noise draws come from the pods' generators too
     )
     envs = [
-        TradingEnv(panel, "train", CONFIG, 8, seed=10 + p, device=device, entity_info=entity) for p in range(3)
+        TradingEnv(panel, "train", CONFIG, 8, seed=10 + p, device=device, entity_info=entity)
+        for p in range(3)
     ]
     agents = [
         PPOAgent(
@@ -70,9 +72,13 @@ def _population(panel: Panel, device: torch.device, policy: str) -> tuple[list[P
     return agents, envs
 
 
-def _collect(panel: Panel, device: torch.device, policy: str, graphs: bool) -> tuple[PodBatch, dict, list, list]:
+def _collect(
+    panel: Panel, device: torch.device, policy: str, graphs: bool
+) -> tuple[PodBatch, dict, list, list]:
     agents, envs = _population(panel, device, policy)
-    batch, metrics, _ = collect_population(agents, envs, StackedModel([a.model for a in agents]), graphs=graphs)
+    batch, metrics, _ = collect_population(
+        agents, envs, StackedModel([a.model for a in agents]), graphs=graphs
+    )
     return batch, metrics, agents, envs
 
 

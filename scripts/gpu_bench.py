@@ -265,9 +265,12 @@ def population_profile(device: torch.device, pods: int, num_envs: int, policy: s
         return time.perf_counter()
 
     steps = cfg.rollout_steps * num_envs * pods
-    variants = [("eager collect, fp32", False, "highest"), ("graphed collect, fp32", None, "highest")]
+    variants = [
+        ("eager collect, fp32", False, "highest"),
+        ("graphed collect, fp32", device.type == "cuda", "highest"),
+    ]
     if device.type == "cuda":
-        variants.append(("graphed collect, TF32", None, "high"))
+        variants.append(("graphed collect, TF32", True, "high"))
     for name, graphs, precision in variants:
         torch.set_float32_matmul_precision(precision)
         for index in range(rounds + 1):  # the first round warms up

@@ -27,19 +27,24 @@ if want profile; then
   timeout 120 python3 scripts/gpu_bench.py population_profile --pods "$POOL" --pod-envs 1024 --policy mlp 2>&1 \
     | grep -E "^population_profile" | head -16
 fi
-# Main runs: "name:extra --set flags" pairs (default: fp32, then TF32 matmuls).
-VARIANTS=${VARIANTS:-"fp32: tf32:--set+tournament.cuda_matmul_precision=high"}
+# Main runs, "name:words" with "+" for spaces; a word NAME=VALUE sets an environment variable, the
+# rest are flags (default: fp32; TF32 matmuls; TF32 with the graphed collection, opt-in until checked).
+VARIANTS=${VARIANTS:-"fp32: tf32:--set+tournament.cuda_matmul_precision=high graphed:PODRACER_GRAPHED_COLLECT=1+--set+tournament.cuda_matmul_precision=high"}
 if want main; then
   spy=${SPY:-/tmp/site/bin/py-spy}
   for variant in $VARIANTS; do
     name=${variant%%:*} extra=${variant#*:}
     extra=${extra//+/ }  # "--set+a.b=c" -> "--set a.b=c" (no spaces inside a variant)
+    assignments=() flags=()
+    for word in $extra; do
+      case $word in --*|*.*=*) flags+=("$word") ;; *=*) assignments+=("$word") ;; *) flags+=("$word") ;; esac
+    done
     stamp "main $name ($extra)"
     timeout -s INT -k 20 "$LIMIT_S" "$spy" record --rate 50 --threads --idle --subprocesses --format raw --output "$OUT/main_$name.spy" -- \
-      python3 -m finpod bench main --shape minute100 --days "$DAYS" --set device="${DEVICE:-cuda}" \
+      env "${assignments[@]}" python3 -m finpod bench main --shape minute100 --days "$DAYS" --set device="${DEVICE:-cuda}" \
       --set tournament.backend=population --set tournament.budget_seconds="$BUDGET_S" \
       --set tournament.budget_env_steps=100000000000 --set tournament.pool_schedule=fixed \
-      --set tournament.pool_size="$POOL" $extra ${EXTRA:-} --progress --json > "$OUT/main_$name.json" 2> "$OUT/main_$name.log"
+      --set tournament.pool_size="$POOL" "${flags[@]}" ${EXTRA:-} --progress --json > "$OUT/main_$name.json" 2> "$OUT/main_$name.log"
     stamp "main $name rc=$?"
     grep -E "phase" "$OUT/main_$name.log" | tail -6
     python3 -c "import json,sys; t=open(sys.argv[1]).read(); d=json.JSONDecoder().raw_decode(t[t.index('{'):])[0]; print({k: d.get(k) for k in ('phase_seconds', 'env_steps', 'env_steps_per_second', 'train_bench_samples_per_second', 'ratio_to_train_bench', 'evaluation_share', 'gpu_busy_percent', 'gpu_memory_mib', 'peak_rss_bytes')})" "$OUT/main_$name.json"

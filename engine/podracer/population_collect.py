@@ -12,6 +12,7 @@ returns every pod's transitions as a :class:`PodBatch` for :mod:`podracer.popula
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final
@@ -37,7 +38,17 @@ EnvStep = Callable[
 """An env's step (``step`` or ``capturable_step``): actions ``(N, A)`` -> ``(obs, reward, terminated,
 truncated, info)``."""
 
+GRAPHED_COLLECT_VARIABLE: Final[str] = "PODRACER_GRAPHED_COLLECT"
+"""Environment variable that turns graphed collection on (``1``) where ``graphs`` is not given."""
+
 _log = logging.getLogger(__name__)
+
+
+def graphed_collect_enabled() -> bool:
+    """Whether a population's collection on a CUDA device is graphed when the caller does not say:
+    ``PODRACER_GRAPHED_COLLECT=1``. Off by default: written and tested on a CPU (the blocks run
+    eagerly there), its CUDA test has not yet run on a GPU."""
+    return os.environ.get(GRAPHED_COLLECT_VARIABLE, "") == "1"
 
 
 @dataclass(frozen=True)
@@ -80,12 +91,14 @@ def collect_population(
 ) -> tuple[PodBatch, dict[str, torch.Tensor], list[Rollout | None]]:
     """Every agent's ``T`` rollout steps from one joined env, with advantages and returns.
 
-    On a CUDA device, when the joined env is a :class:`~podracer.protocols.CapturableEnv` and the
-    rollout has at least :data:`MIN_GRAPHED_COLLECT_STEPS` steps, the steps run as CUDA-graph
+    With graphs, on a CUDA device, when the joined env is a :class:`~podracer.protocols.CapturableEnv`
+    and the rollout has at least :data:`MIN_GRAPHED_COLLECT_STEPS` steps, the steps run as CUDA-graph
     replays of :data:`COLLECT_BLOCK_STEPS` steps each (:func:`_collect_in_blocks`): the same kernels
     as the eager loop, so the same numbers, without a Python pass per step. ``graphs``: ``None``
-    for that rule; ``True`` raises where a capture fails (off CUDA it runs the same blocks eagerly,
-    what the CPU tests compare with the plain loop); ``False`` steps eagerly.
+    follows :func:`graphed_collect_enabled` on a CUDA device (off until a GPU has confirmed the
+    replays equal the eager loop: ``tests/app/test_graphed_collect.py``); ``True`` raises where a
+    capture fails (off CUDA it runs the same blocks eagerly, what the CPU tests compare with the
+    plain loop); ``False`` steps eagerly.
 
     Returns:
         ``(batch, metrics, rollouts)``: each pod's transitions ``(P, B, ...)`` in its own round's
@@ -171,7 +184,7 @@ def collect_population(
         episode_return.mul_(1.0 - ended)
         return next_raw_obs
 
-    use_graphs = graphs if graphs is not None else device.type == "cuda"
+    use_graphs = graphs if graphs is not None else device.type == "cuda" and graphed_collect_enabled()
     if use_graphs and isinstance(env, CapturableEnv) and steps >= MIN_GRAPHED_COLLECT_STEPS:
         raw_obs = _collect_in_blocks(env, buf, raw_obs, one_step, generators, strict=graphs is True)
     else:
@@ -320,8 +333,10 @@ def _record(
         return None
     graph = torch.cuda.CUDAGraph()
     try:
-        for generator in generators:
-            graph.register_generator_state(generator)
+        register = getattr(graph, "register_generator_state", None)  # newer torch registers on first use
+        if register is not None:
+            for generator in generators:
+                register(generator)
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):  # other pods may run beside it
             body()
     except RuntimeError as error:

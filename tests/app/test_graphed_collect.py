@@ -16,7 +16,13 @@ from finpod.data.panel_builder import build_panel
 from finpod.data.synth import synth_market
 from finpod.env.config import EnvConfig
 from finpod.env.trading_env import TradingEnv
-from podracer.population_collect import COLLECT_BLOCK_STEPS, PodBatch, collect_population
+from podracer.population_collect import (
+    COLLECT_BLOCK_STEPS,
+    GRAPHED_COLLECT_VARIABLE,
+    PodBatch,
+    collect_population,
+    graphed_collect_enabled,
+)
 from podracer.ppo import PPOAgent, PPOConfig
 from podracer.stacked import StackedModel
 
@@ -123,3 +129,10 @@ def test_a_short_rollout_and_a_non_capturable_env_step_eagerly(minute_panel: Pan
 @pytest.mark.parametrize("policy", ["mlp", "cross_sectional"])
 def test_cuda_graph_replays_equal_the_eager_collection(minute_panel: Panel, policy: str) -> None:
     _assert_same(minute_panel.to(torch.device("cuda")), torch.device("cuda"), policy)
+
+
+def test_graphed_collection_is_opt_in_until_a_gpu_has_confirmed_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(GRAPHED_COLLECT_VARIABLE, raising=False)
+    assert not graphed_collect_enabled()
+    monkeypatch.setenv(GRAPHED_COLLECT_VARIABLE, "1")
+    assert graphed_collect_enabled()

@@ -11,7 +11,6 @@ returns every pod's transitions as a :class:`PodBatch` for :mod:`podracer.popula
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
@@ -19,6 +18,7 @@ from typing import Any, Final
 
 import torch
 
+from podracer.cuda_capture import warm_up_then_record
 from podracer.entity_advantage import entity_terms, with_future
 from podracer.env_stack import stack_envs
 from podracer.normalization import RunningMeanStd, add_feature_noise
@@ -40,8 +40,6 @@ truncated, info)``."""
 
 GRAPHED_COLLECT_VARIABLE: Final[str] = "PODRACER_GRAPHED_COLLECT"
 """Environment variable that turns graphed collection on (``1``) where ``graphs`` is not given."""
-
-_log = logging.getLogger(__name__)
 
 
 def graphed_collect_enabled() -> bool:
@@ -96,9 +94,9 @@ def collect_population(
     replays of :data:`COLLECT_BLOCK_STEPS` steps each (:func:`_collect_in_blocks`): the same kernels
     as the eager loop, so the same numbers, without a Python pass per step. ``graphs``: ``None``
     follows :func:`graphed_collect_enabled` on a CUDA device (off until a GPU has confirmed the
-    replays equal the eager loop: ``tests/app/test_graphed_collect.py``); ``True`` raises where a
-    capture fails (off CUDA it runs the same blocks eagerly, what the CPU tests compare with the
-    plain loop); ``False`` steps eagerly.
+    replays equal the eager loop: ``tests/app/test_graphed_collect.py``); ``True`` graphs (off CUDA
+    it runs the same blocks eagerly, what the CPU tests compare with the plain loop); ``False``
+    steps eagerly. A capture that fails raises (a ``RuntimeError`` naming the fix).
 
     Returns:
         ``(batch, metrics, rollouts)``: each pod's transitions ``(P, B, ...)`` in its own round's
@@ -186,7 +184,7 @@ def collect_population(
 
     use_graphs = graphs if graphs is not None else device.type == "cuda" and graphed_collect_enabled()
     if use_graphs and isinstance(env, CapturableEnv) and steps >= MIN_GRAPHED_COLLECT_STEPS:
-        raw_obs = _collect_in_blocks(env, buf, raw_obs, one_step, generators, strict=graphs is True)
+        raw_obs = _collect_in_blocks(env, buf, raw_obs, one_step, generators)
     else:
         for t in range(steps):
             raw_obs = one_step(buf, t, raw_obs, env.step)
@@ -263,55 +261,75 @@ def _collect_in_blocks(
     raw_obs: torch.Tensor,
     one_step: StepInto,
     generators: Sequence[torch.Generator],
-    strict: bool,
 ) -> torch.Tensor:
     """Every row of ``buf`` (``T`` steps), :data:`COLLECT_BLOCK_STEPS` (``K``) at a time.
 
-    The first ``K`` steps run eagerly (they also warm up what a capture must not initialise). Then
-    ``K`` steps are recorded once as a CUDA graph over static buffers (the env's state, the raw
-    observations, a ``K``-row staging rollout; the pods' generators are registered with it, so each
-    replay draws what the eager steps would) and replayed for each further whole block; each replay's
-    rows are copied into ``buf``. A tail shorter than ``K`` steps eagerly. Off CUDA the blocks run
-    eagerly on the same static buffers (what the tests compare with the plain loop); where the
-    capture fails (a host sync in a policy, say) the blocks run eagerly too, with a warning, unless
-    ``strict``.
+    The first ``K`` steps run eagerly with the env's ``capturable_step`` (on a GPU on a side
+    stream: the warm-up of what the capture must not initialise). Then ``K`` steps are recorded once
+    as a CUDA graph over static buffers (the env's state, the raw observations, a ``K``-row staging
+    rollout; the pods' generators registered, so each replay draws what the eager steps would;
+    :func:`podracer.cuda_capture.warm_up_then_record`) and replayed for each further whole block,
+    each replay's rows copied into ``buf``. A tail shorter than ``K`` steps eagerly. Off CUDA the
+    blocks run eagerly on the same static buffers (what the tests compare with the plain loop).
 
     Returns:
         The raw observations ``(P * N, D)`` after the last step.
+
+    Raises:
+        RuntimeError: the capture failed (a host sync in a policy, say); nothing falls back, since a
+            failed capture leaves the generators unusable: collect without graphs instead.
     """
     steps, block = buf.obs.shape[0], COLLECT_BLOCK_STEPS
-    for t in range(block):
-        raw_obs = one_step(buf, t, raw_obs, env.step)
-    rows = buf.obs.shape[1]
     stage = Rollout.allocate(
         block,
-        rows,
+        buf.obs.shape[1],
         buf.obs.shape[2],
         buf.unit_actions.shape[2],
         buf.obs.device,
         0 if buf.entity_log_probs is None else buf.entity_log_probs.shape[2],
         buf.entity_outcomes is not None,
     )
-    static_obs = raw_obs.clone()
-    static_state = type(env.state)(*(part.clone() for part in env.state))
-    env.state = static_state
+    static_obs = torch.empty_like(raw_obs)
+    static_state = type(env.state)(*(torch.empty_like(part) for part in env.state))
+    first_obs = raw_obs
 
-    def steps_of_a_block() -> None:
-        obs = static_obs
-        for k in range(block):
-            obs = one_step(stage, k, obs, env.capturable_step)
+    def keep(obs: torch.Tensor) -> None:
+        """The block's last observations and env state into the static buffers."""
         static_obs.copy_(obs)
         for kept, value in zip(static_state, env.state, strict=True):
             kept.copy_(value)
         env.state = static_state
 
-    graph = _record(steps_of_a_block, generators, static_obs.device, strict)
+    def first_block() -> None:
+        obs = first_obs
+        for t in range(block):
+            obs = one_step(buf, t, obs, env.capturable_step)
+        keep(obs)
+
+    def later_block() -> None:
+        obs = static_obs
+        for k in range(block):
+            obs = one_step(stage, k, obs, env.capturable_step)
+        keep(obs)
+
+    graph = None
+    if static_obs.device.type == "cuda":
+        try:
+            graph = warm_up_then_record(first_block, later_block, generators, static_obs.device)
+        except RuntimeError as error:
+            raise RuntimeError(
+                f"the population's collection could not be recorded as a CUDA graph ({error}); "
+                f"fix: unset {GRAPHED_COLLECT_VARIABLE} to collect eagerly"
+            ) from error
+    else:
+        first_block()
+    env.note_steps_taken(block)
     env.state = static_state
     kept = [f.name for f in fields(Rollout) if getattr(stage, f.name) is not None]
     t = block
     while t + block <= steps:
         if graph is None:
-            steps_of_a_block()
+            later_block()
         else:
             graph.replay()
         env.note_steps_taken(block)
@@ -322,30 +340,6 @@ def _collect_in_blocks(
     for row in range(t, steps):
         raw_obs = one_step(buf, row, raw_obs, env.step)
     return raw_obs
-
-
-def _record(
-    body: Callable[[], None], generators: Sequence[torch.Generator], device: torch.device, strict: bool
-) -> torch.cuda.CUDAGraph | None:
-    """``body`` recorded as a CUDA graph with ``generators`` registered (not run: the first replay
-    runs it); ``None`` off CUDA, or where the capture fails and not ``strict``."""
-    if device.type != "cuda":
-        return None
-    graph = torch.cuda.CUDAGraph()
-    try:
-        register = getattr(graph, "register_generator_state", None)  # newer torch registers on first use
-        if register is not None:
-            for generator in generators:
-                register(generator)
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):  # other pods may run beside it
-            body()
-    except RuntimeError as error:
-        if strict:
-            raise
-        _log.warning("population collection not graphed (%s); stepping eagerly", str(error).splitlines()[0])
-        torch.cuda.synchronize(device)
-        return None
-    return graph
 
 
 def pod_rollout(buf: Rollout, advantages: torch.Tensor, returns: torch.Tensor, cols: slice) -> Rollout:

@@ -25,6 +25,7 @@ from finpod.env.dynamics import StepOutput
 from finpod.env.state import EnvState
 from finpod.env.trading_env import TradingEnv
 from podracer.api import Policy
+from podracer.cuda_capture import CAPTURE_LOCK
 
 BLOCK_STEPS: Final[int] = 16
 """Steps per CUDA-graph replay (and per stacked block of outputs in the eager loop).
@@ -155,8 +156,8 @@ class _Block:
             torch.cuda.current_stream(env.device).wait_stream(side)
             block._load(saved_state, saved_obs)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):  # pods train beside it
-                block._steps()
+            with CAPTURE_LOCK, torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                block._steps()  # one capture at a time: pods in threads may record beside it
         except RuntimeError as error:  # a host sync or a changing kernel in the policy
             if strict:
                 raise

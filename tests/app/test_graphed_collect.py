@@ -7,6 +7,10 @@ pods joined into one, PPO agents with the flat MLP and the cross-sectional polic
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -38,6 +42,10 @@ STEPS = 3 * COLLECT_BLOCK_STEPS + 5
 @pytest.fixture(scope="module")
 def minute_panel() -> Panel:
     """4 synthetic symbols, 4 minute sessions to train on."""
+    return _minute_panel()
+
+
+def _minute_panel() -> Panel:
     bars = synth_market(4, 4, "1min", seed=5, start="2019-01-02")
     first, last = bars["timestamp"].min().date(), bars["timestamp"].max().date()
     segments = {"train": (first, last)}
@@ -89,8 +97,9 @@ def _collect(
 
 
 def _assert_same(panel: Panel, device: torch.device, policy: str) -> None:
-    plain, plain_metrics, plain_agents, plain_envs = _collect(panel, device, policy, graphs=False)
+    # the blocks first: nothing the plain loop initialises lazily helps their capture
     blocks, block_metrics, block_agents, block_envs = _collect(panel, device, policy, graphs=True)
+    plain, plain_metrics, plain_agents, plain_envs = _collect(panel, device, policy, graphs=False)
     compared = 0
     for field in dataclasses.fields(PodBatch):
         ours, theirs = getattr(blocks, field.name), getattr(plain, field.name)
@@ -116,7 +125,7 @@ def test_blocks_equal_the_plain_collection_loop(minute_panel: Panel, policy: str
     _assert_same(minute_panel, CPU, policy)
 
 
-def test_a_short_rollout_and_a_non_capturable_env_step_eagerly(minute_panel: Panel) -> None:
+def test_a_rollout_shorter_than_three_blocks_steps_eagerly(minute_panel: Panel) -> None:
     agents, envs = _population(minute_panel, CPU, "mlp")
     short = [dataclasses.replace(a.config, rollout_steps=2 * COLLECT_BLOCK_STEPS) for a in agents]
     for agent, config in zip(agents, short, strict=True):
@@ -127,8 +136,53 @@ def test_a_short_rollout_and_a_non_capturable_env_step_eagerly(minute_panel: Pan
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the graph replays)")
 @pytest.mark.parametrize("policy", ["mlp", "cross_sectional"])
-def test_cuda_graph_replays_equal_the_eager_collection(minute_panel: Panel, policy: str) -> None:
+def test_cuda_graph_replays_equal_the_eager_collection(
+    minute_panel: Panel, policy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    replays = []
+    replay = torch.cuda.CUDAGraph.replay
+
+    def counted(graph: torch.cuda.CUDAGraph) -> None:
+        replays.append(graph)
+        replay(graph)
+
+    monkeypatch.setattr(torch.cuda.CUDAGraph, "replay", counted)
     _assert_same(minute_panel.to(torch.device("cuda")), torch.device("cuda"), policy)
+    assert len(replays) == STEPS // COLLECT_BLOCK_STEPS - 1  # the blocks after the eager first one
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the capture)")
+def test_a_policy_that_syncs_with_the_host_fails_its_capture_with_the_fix() -> None:
+    """In a child process: a failed capture leaves torch's generators unusable for the process."""
+    child = subprocess.run(
+        [sys.executable, "-c", "import test_graphed_collect as t; t.capture_a_syncing_policy()"],
+        cwd=Path(__file__).parent,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert "refused with the fix" in child.stdout
+
+
+def capture_a_syncing_policy() -> None:
+    """A population whose sampling makes a host sync, collected with graphs on CUDA."""
+    cuda = torch.device("cuda")
+    agents, envs = _population(_minute_panel().to(cuda), cuda, "mlp")
+    model = StackedModel([a.model for a in agents])
+    sample = model.sample
+
+    def syncing(dist: object, generators: object) -> torch.Tensor:
+        raw = sample(dist, generators)  # type: ignore[arg-type]
+        float(raw.sum())  # a host sync: illegal inside a capture
+        return raw
+
+    model.sample = syncing  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match=GRAPHED_COLLECT_VARIABLE):
+        collect_population(agents, envs, model, graphs=True)
+    print("refused with the fix")
 
 
 def test_graphed_collection_is_opt_in_until_a_gpu_has_confirmed_it(monkeypatch: pytest.MonkeyPatch) -> None:

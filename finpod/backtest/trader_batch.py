@@ -24,26 +24,33 @@ class TraderBatch:
     """``N`` traders' actions ``(N, A)`` from their envs' observations ``(N, D)``: row ``i`` is
     trader ``i``'s.
 
+    The traders whose networks are all frozen flat MLPs (a :class:`FrozenActorPolicy`, or an
+    :class:`EnsemblePolicy` of them) run as one stacked pass when there are two networks or more;
+    the others (the linear baseline, the cross-sectional network, a user's function) are called on
+    their own rows.
+
     Args:
         policies: one deterministic policy per trader (an :class:`EnsemblePolicy` counts its members).
     """
 
     def __init__(self, policies: Sequence[Policy]) -> None:
         self.policies = list(policies)
-        members: list[Policy] = []
+        members: list[FrozenActorPolicy] = []
         owners: list[int] = []
-        self._spans: list[tuple[int, int]] = []
+        spans: dict[int, tuple[int, int]] = {}
         for index, policy in enumerate(self.policies):
             own = policy.members if isinstance(policy, EnsemblePolicy) else [policy]
-            self._spans.append((len(members), len(members) + len(own)))
-            members += own
-            owners += [index] * len(own)
-        frozen = [member for member in members if isinstance(member, FrozenActorPolicy)]
-        stackable = len(members) > 1 and len(frozen) == len(members) and StackedActors.compatible(frozen)
-        self.stacked = StackedActors(frozen) if stackable else None
-        """All networks as one pass, or None when some policy cannot be stacked."""
+            if all(isinstance(member, FrozenActorPolicy) for member in own):
+                spans[index] = (len(members), len(members) + len(own))
+                members += own  # type: ignore[arg-type]
+                owners += [index] * len(own)
+        stackable = len(members) > 1 and StackedActors.compatible(members)
+        self.stacked = StackedActors(members) if stackable else None
+        """The frozen networks as one pass, or None when fewer than two can be stacked."""
+        self._spans = spans if stackable else {}
+        """Trader index -> its networks' rows of the stacked pass."""
         self._owners = torch.tensor(owners)
-        self._weights = frozen[0].actor.layers[0][0] if frozen else None
+        self._weights = members[0].actor.layers[0][0] if members else None
 
     def _fits(self, obs: torch.Tensor) -> bool:
         weights = self._weights
@@ -60,7 +67,11 @@ class TraderBatch:
             self._owners = self._owners.to(obs.device)
         member_actions = self.stacked(obs.index_select(0, self._owners))  # (G, A)
         actions = []
-        for policy, (start, stop) in zip(self.policies, self._spans, strict=True):
-            own = member_actions[start:stop]
+        for index, policy in enumerate(self.policies):
+            span = self._spans.get(index)
+            if span is None:
+                actions.append(policy(obs[index : index + 1]))
+                continue
+            own = member_actions[span[0] : span[1]]
             actions.append(policy.combine(own.unsqueeze(1)) if isinstance(policy, EnsemblePolicy) else own)
         return torch.cat(actions)

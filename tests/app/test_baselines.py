@@ -178,3 +178,20 @@ def test_a_policy_baseline_steps_in_its_own_pass_and_leaves_the_traders_alone(ga
     pd.testing.assert_series_equal(
         with_linear.traders["linear"].equity_usd, with_linear.traders["best"].equity_usd, check_names=False
     )
+
+
+def test_traders_and_policy_baselines_in_one_pass_give_the_same_ledgers(gapped_panel: Panel) -> None:
+    """What a CUDA device does (one pass for both: a pass costs the same per bar whatever its
+    accounts there) equals two passes, account by account."""
+    config = _config(half_spread_bps=10.0)
+    policies = {"best": lambda obs: torch.tensor([[0.0, 0.7, 0.3]]).expand(obs.shape[0], -1)}
+    baselines = {"linear": lambda obs: torch.tensor([[0.2, 0.2, 0.6]]).expand(obs.shape[0], -1)}
+    apart = run_backtest(gapped_panel, "backtest", config, policies, CPU, baselines=baselines, one_pass=False)  # type: ignore[arg-type]
+    together = run_backtest(
+        gapped_panel, "backtest", config, policies, CPU, baselines=baselines, one_pass=True
+    )  # type: ignore[arg-type]
+    assert list(together.traders) == list(apart.traders)
+    for name, result in apart.traders.items():
+        pd.testing.assert_series_equal(together.traders[name].equity_usd, result.equity_usd)
+        assert together.traders[name].kind == result.kind
+    assert not together.traders["best"].equity_usd.equals(together.traders["linear"].equity_usd)

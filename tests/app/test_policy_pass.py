@@ -141,7 +141,8 @@ def test_the_linear_baseline_and_a_trader_batch_are_graphed_on_cuda(minute_panel
     panel = minute_panel.to(cuda)
     linear = fit_linear_trader(panel, CONFIG, cuda).policy
     traders = TraderBatch([_policy(panel, cuda, "mlp"), _policy(panel, cuda, "mlp")])
-    for policy, rows in ((linear, 2), (traders, 2)):
+    both = TraderBatch([_policy(panel, cuda, "mlp"), linear, _policy(panel, cuda, "mlp")])  # one pass on CUDA
+    for policy, rows in ((linear, 2), (traders, 2), (both, 3)):
         with torch.inference_mode():
             plain_env = _env(panel, cuda, rows)
             steps = plain_env.market.horizon_bars

@@ -139,3 +139,19 @@ def test_an_ensemble_alone_equals_its_members_averaged(panel: Panel) -> None:
     torch.testing.assert_close(stacked.sum(dim=1), torch.ones(1))
     assert members.shape == (3, 1, stacked.shape[1])
     assert dataclasses.is_dataclass(ensemble.members[0])
+
+
+def test_frozen_networks_stay_stacked_beside_a_policy_that_is_not(panel: Panel) -> None:
+    """A CUDA backtest steps the linear baseline in the traders' pass: the networks stay one pass."""
+    policies = _policies(panel)
+    tilt = torch.tensor([[0.1, 0.2, 0.3, 0.2, 0.2]])
+    other = lambda obs: tilt.expand(obs.shape[0], -1)  # noqa: E731 (a user's function, say)
+    mixed = [policies["best"], other, policies["ensemble"]]
+    batch = TraderBatch(mixed)  # type: ignore[list-item]
+    assert batch.stacked is not None
+    assert batch.stacked.count == 4
+    config = EnvConfig(fee_rate=0.001)
+    together = runner.run_policies(panel, "validation", config, mixed, CPU, ahead=False)  # type: ignore[arg-type]
+    plain = runner.run_policies(panel, "validation", config, [*_unstacked(policies), other], CPU)
+    _assert_same_ledgers([together[0], together[2], together[1]], plain)
+    assert not np.array_equal(together[1].equity_usd, together[0].equity_usd)

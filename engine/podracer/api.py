@@ -8,7 +8,9 @@ The engine's own modules never import this one: they import each other (the prot
 What is here:
 
 * the seams (:mod:`podracer.protocols`): :class:`TensorVectorEnv`, :class:`Agent`, :data:`Policy`,
-  :class:`RoundStats`, :func:`deterministic_policy`, :class:`ScoresMany`;
+  :class:`RoundStats`, :func:`deterministic_policy`, :class:`ScoresMany`, :class:`CapturableEnv`
+  (an env whose step a CUDA graph can record) and :data:`CAPTURE_LOCK` (held by whoever records a
+  CUDA graph in the process);
 * the tournament: :class:`Tournament`, :class:`TournamentConfig` (:func:`budget_fraction`: how
   much of its budget is spent), its events and result, the
   :class:`Leaderboard` and the run directory's files (:func:`leaderboard_of`,
@@ -31,6 +33,7 @@ from podracer.archive import TrajectoryArchive
 from podracer.backends import Backend, LocalBackend, PopulationBackend, ProcessBackend
 from podracer.backends.processes import default_start_method
 from podracer.config import PoolSchedule, TournamentConfig
+from podracer.cuda_capture import CAPTURE_LOCK
 from podracer.ensemble import EnsemblePolicy
 from podracer.entity import EntityLayout
 from podracer.errors import PodracerError, SnapshotError, TournamentError
@@ -44,6 +47,7 @@ from podracer.ppo import PPOAgent
 from podracer.ppo_config import MIN_MINIBATCH_SIZE, PPOConfig
 from podracer.protocols import (
     Agent,
+    CapturableEnv,
     FreezesPolicy,
     Policy,
     RoundStats,
@@ -56,12 +60,14 @@ from podracer.schedule import budget_fraction
 from podracer.snapshot import atomic_write_bytes, fsync_directory
 
 __all__ = [
+    "CAPTURE_LOCK",
     "LEADERBOARD_DIR",
     "MIN_MINIBATCH_SIZE",
     "STATE_NAME",
     "Agent",
     "AgentFactory",
     "Backend",
+    "CapturableEnv",
     "EnsemblePolicy",
     "EntityLayout",
     "EnvFactory",

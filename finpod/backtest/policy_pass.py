@@ -24,8 +24,7 @@ import torch
 from finpod.env.dynamics import StepOutput
 from finpod.env.state import EnvState
 from finpod.env.trading_env import TradingEnv
-from podracer.api import Policy
-from podracer.cuda_capture import CAPTURE_LOCK
+from podracer.api import CAPTURE_LOCK, Policy
 
 BLOCK_STEPS: Final[int] = 16
 """Steps per CUDA-graph replay (and per stacked block of outputs in the eager loop).

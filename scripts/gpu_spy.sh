@@ -29,6 +29,7 @@ if want profile; then
 fi
 # Main runs, "name:words" with "+" for spaces; a word NAME=VALUE sets an environment variable, the
 # rest are flags (default: fp32; TF32 matmuls; TF32 with the graphed collection, opt-in until checked).
+# The runs share --out, so the dataset is generated once.
 VARIANTS=${VARIANTS:-"fp32: tf32:--set+tournament.cuda_matmul_precision=high graphed:PODRACER_GRAPHED_COLLECT=1+--set+tournament.cuda_matmul_precision=high"}
 if want main; then
   spy=${SPY:-/tmp/site/bin/py-spy}
@@ -44,7 +45,7 @@ if want main; then
       env "${assignments[@]}" python3 -m finpod bench main --shape minute100 --days "$DAYS" --set device="${DEVICE:-cuda}" \
       --set tournament.backend=population --set tournament.budget_seconds="$BUDGET_S" \
       --set tournament.budget_env_steps=100000000000 --set tournament.pool_schedule=fixed \
-      --set tournament.pool_size="$POOL" "${flags[@]}" ${EXTRA:-} --progress --json > "$OUT/main_$name.json" 2> "$OUT/main_$name.log"
+      --set tournament.pool_size="$POOL" "${flags[@]}" ${EXTRA:-} --out /tmp/gpu_spy_runs --progress --json > "$OUT/main_$name.json" 2> "$OUT/main_$name.log"
     stamp "main $name rc=$?"
     grep -E "phase" "$OUT/main_$name.log" | tail -6
     python3 -c "import json,sys; t=open(sys.argv[1]).read(); d=json.JSONDecoder().raw_decode(t[t.index('{'):])[0]; print({k: d.get(k) for k in ('phase_seconds', 'env_steps', 'env_steps_per_second', 'train_bench_samples_per_second', 'ratio_to_train_bench', 'evaluation_share', 'gpu_busy_percent', 'gpu_memory_mib', 'peak_rss_bytes')})" "$OUT/main_$name.json"

@@ -5,7 +5,7 @@ set -u
 OUT=${OUT:-/tmp/gpu_out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 FINPOD_HOME=/tmp/finpod_home
-if ls .whl/*.whl >/dev/null 2>&1; then
+if [ ! -d /tmp/site/gymnasium ] && ls .whl/*.whl >/dev/null 2>&1; then  # once per machine
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
 export PYTHONPATH=/tmp/site:$PWD:$PWD/engine:${PYTHONPATH:-}

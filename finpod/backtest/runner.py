@@ -187,7 +187,7 @@ def step_rows(
 def thread_candidates(traders: TraderBatch, rows: int) -> tuple[int, ...]:
     """The torch thread counts a pass may use: the process's count as well as 1 only for a stacked
     pass of two or more networks (its numbers are the same at any count), else :func:`threads_for`."""
-    if traders.stacked is not None and traders.stacked.count >= 2:
+    if traders.all_stacked and traders.stacked is not None and traders.stacked.count >= 2:
         return (1, torch.get_num_threads())
     return (threads_for(rows),)
 
@@ -215,11 +215,15 @@ def run_backtest(
         ahead: let the traders that can run ahead do so (:func:`run_policies`).
         baselines: baselines that are policies (the linear baseline, :mod:`finpod.linear_baseline`),
             name -> deterministic policy; they step through the same env, in a pass of their own
-            or in the traders' (``one_pass``): each account's ledger is the same either way.
-        one_pass: step the policy baselines in the traders' pass; ``None``: on a CUDA device, where
-            a pass costs about the same per bar whatever its accounts (small kernels one after the
-            other), so one pass instead of two nearly halves the phase; on a CPU each pass keeps its
-            own thread setting and the traders may run ahead.
+            or in the traders' (``one_pass``). The accounts are independent and each policy acts on
+            its own row, so the ledgers are the same either way when no trader runs ahead (never on
+            CUDA; running ahead matches stepping to float rounding only), up to the rounding of a
+            GPU's sums over many assets, which can depend on the number of accounts.
+        one_pass: step the policy baselines in the traders' pass (no trader then runs ahead);
+            ``None``: on a CUDA device, where a pass costs about the same per bar whatever its
+            accounts (small kernels one after the other), so one pass instead of two nearly halves
+            the phase; on a CPU each pass keeps its own thread setting and the traders may run
+            ahead. One policy that cannot be graphed makes the whole pass eager on CUDA.
 
     Returns:
         Traders first (in ``policies`` order), then ``equal_weight``, the policy ``baselines``,

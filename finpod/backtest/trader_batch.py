@@ -25,9 +25,9 @@ class TraderBatch:
     trader ``i``'s.
 
     The traders whose networks are all frozen flat MLPs (a :class:`FrozenActorPolicy`, or an
-    :class:`EnsemblePolicy` of them) run as one stacked pass when there are two networks or more;
-    the others (the linear baseline, the cross-sectional network, a user's function) are called on
-    their own rows.
+    :class:`EnsemblePolicy` of them) run as one stacked pass when there are two networks or more
+    (on a CPU: :meth:`StackedActors.compatible` refuses other devices); the others (the linear
+    baseline, the cross-sectional network, a user's function) are called on their own rows.
 
     Args:
         policies: one deterministic policy per trader (an :class:`EnsemblePolicy` counts its members).
@@ -49,6 +49,9 @@ class TraderBatch:
         """The frozen networks as one pass, or None when fewer than two can be stacked."""
         self._spans = spans if stackable else {}
         """Trader index -> its networks' rows of the stacked pass."""
+        self.all_stacked = stackable and len(spans) == len(self.policies)
+        """Whether every trader's action comes from the stacked pass (its numbers are then the same
+        at any torch thread count; a mixed batch's other policies are not known to be)."""
         self._owners = torch.tensor(owners)
         self._weights = members[0].actor.layers[0][0] if members else None
 

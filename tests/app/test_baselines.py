@@ -192,6 +192,10 @@ def test_traders_and_policy_baselines_in_one_pass_give_the_same_ledgers(gapped_p
     )  # type: ignore[arg-type]
     assert list(together.traders) == list(apart.traders)
     for name, result in apart.traders.items():
-        pd.testing.assert_series_equal(together.traders[name].equity_usd, result.equity_usd)
-        assert together.traders[name].kind == result.kind
+        mine = together.traders[name]
+        pd.testing.assert_series_equal(mine.equity_usd, result.equity_usd, check_exact=True)
+        pd.testing.assert_series_equal(mine.returns, result.returns, check_exact=True)
+        pd.testing.assert_frame_equal(mine.positions_usd, result.positions_usd, check_exact=True)
+        pd.testing.assert_frame_equal(mine.transactions, result.transactions, check_exact=True)
+        assert mine.kind == result.kind
     assert not together.traders["best"].equity_usd.equals(together.traders["linear"].equity_usd)

@@ -185,8 +185,8 @@ def capture_a_syncing_policy() -> None:
     print("refused with the fix")
 
 
-def test_graphed_collection_is_opt_in_until_a_gpu_has_confirmed_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_graphed_collection_is_on_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(GRAPHED_COLLECT_VARIABLE, raising=False)
-    assert not graphed_collect_enabled()
-    monkeypatch.setenv(GRAPHED_COLLECT_VARIABLE, "1")
     assert graphed_collect_enabled()
+    monkeypatch.setenv(GRAPHED_COLLECT_VARIABLE, "0")
+    assert not graphed_collect_enabled()

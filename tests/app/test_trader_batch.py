@@ -22,6 +22,7 @@ from finpod.env.config import EnvConfig
 from finpod.env.shape import EnvShape
 from finpod.env.trading_env import TradingEnv
 from finpod.pipeline.training import agent_factory, deterministic_policy
+from podracer.api import StackedActors
 from podracer.ppo import PPOConfig
 
 CPU = torch.device("cpu")
@@ -141,8 +142,11 @@ def test_an_ensemble_alone_equals_its_members_averaged(panel: Panel) -> None:
     assert dataclasses.is_dataclass(ensemble.members[0])
 
 
-def test_frozen_networks_stay_stacked_beside_a_policy_that_is_not(panel: Panel) -> None:
-    """A CUDA backtest steps the linear baseline in the traders' pass: the networks stay one pass."""
+def test_frozen_networks_stay_stacked_beside_a_policy_that_is_not(
+    panel: Panel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass with the linear baseline among the traders (``run_backtest(one_pass=True)``): the
+    networks stay one stacked pass on a CPU, and the thread tuner is not used for the mixed batch."""
     policies = _policies(panel)
     tilt = torch.tensor([[0.1, 0.2, 0.3, 0.2, 0.2]])
     other = lambda obs: tilt.expand(obs.shape[0], -1)  # noqa: E731 (a user's function, say)
@@ -150,8 +154,21 @@ def test_frozen_networks_stay_stacked_beside_a_policy_that_is_not(panel: Panel) 
     batch = TraderBatch(mixed)  # type: ignore[list-item]
     assert batch.stacked is not None
     assert batch.stacked.count == 4
+    assert not batch.all_stacked
+    assert TraderBatch(list(policies.values())).all_stacked  # type: ignore[arg-type]
+    assert runner.thread_candidates(batch, 3) == (runner.threads_for(3),)
+    stacked_calls = []
+    call = StackedActors.__call__
+
+    def counted(self: StackedActors, obs: torch.Tensor) -> torch.Tensor:
+        stacked_calls.append(obs.shape[0])
+        return call(self, obs)
+
+    monkeypatch.setattr(StackedActors, "__call__", counted)
     config = EnvConfig(fee_rate=0.001)
     together = runner.run_policies(panel, "validation", config, mixed, CPU, ahead=False)  # type: ignore[arg-type]
     plain = runner.run_policies(panel, "validation", config, [*_unstacked(policies), other], CPU)
+    assert stacked_calls  # every bar's networks in one stacked call
+    assert set(stacked_calls) == {4}
     _assert_same_ledgers([together[0], together[2], together[1]], plain)
     assert not np.array_equal(together[1].equity_usd, together[0].equity_usd)

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import pickle
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,21 @@ def test_snapshot_round_trip_and_content_naming(tmp_path: Path) -> None:
     other = save_snapshot(tmp_path, "pod-000001", {**PAYLOAD, "step": 8})
     assert other != path
     assert load_snapshot(path)["step"] == 7
+
+
+def test_a_snapshot_skips_the_zip_crc_and_leaves_the_setting_as_it_was(tmp_path: Path) -> None:
+    """The SHA-256 in the name guards the bytes; torch's CRC-32 (a quarter of ``torch.save``) is
+    skipped for snapshots only, and the process-wide setting is put back."""
+    assert torch.serialization.get_crc32_options()
+    path = save_snapshot(tmp_path, "pod-000002", PAYLOAD)
+    assert torch.serialization.get_crc32_options()  # put back
+    with zipfile.ZipFile(path) as archive:
+        assert {info.CRC for info in archive.infolist()} == {0}
+    assert torch.equal(load_snapshot(path)["weights"], PAYLOAD["weights"])
+    other = tmp_path / "plain.pt"
+    torch.save(PAYLOAD, other)  # torch's own saves keep their CRC
+    with zipfile.ZipFile(other) as archive:
+        assert any(info.CRC != 0 for info in archive.infolist())
 
 
 def test_truncated_snapshot_is_refused(tmp_path: Path) -> None:

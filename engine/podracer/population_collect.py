@@ -326,7 +326,8 @@ def _collect_in_blocks(
         first_block()
     env.note_steps_taken(block)
     env.state = static_state
-    kept = [f.name for f in fields(Rollout) if getattr(stage, f.name) is not None]
+    unwritten = {"advantages", "returns"}  # filled after the collection, never by a step
+    kept = [f.name for f in fields(Rollout) if f.name not in unwritten and getattr(stage, f.name) is not None]
     t = block
     while t + block <= steps:
         if graph is None:

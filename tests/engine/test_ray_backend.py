@@ -188,8 +188,16 @@ def test_bad_settings_are_refused_with_the_fix() -> None:
 
 def test_the_cluster_teardown_names_a_ray_process_left_running() -> None:
     """The check each Ray test module's teardown runs can fail: a live 'raylet' is named, an ended one not."""
-    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "raylet"])
+    # The child says it runs before it is looked for: the kernel can wake Popen's parent after exec
+    # but before the child's argv is readable in /proc (an empty cmdline, seen once in CI).
+    left = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)", "raylet"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
+        assert left.stdout is not None
+        assert left.stdout.readline().strip() == "up"
         mine = [process for process in ray_processes() if process.pid == left.pid]
         assert len(mine) == 1
         with pytest.raises(AssertionError, match=f"left running after the cluster stopped: .*{left.pid}"):
@@ -199,6 +207,8 @@ def test_the_cluster_teardown_names_a_ray_process_left_running() -> None:
     finally:
         left.kill()
         left.wait()
+        if left.stdout is not None:
+            left.stdout.close()
 
 
 def test_workers_on_a_dead_node_are_forgotten_not_killed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -265,11 +265,21 @@ INTRADAY_STEP_NS = 3_600_000_000_000
 """Bars of one symbol closer together than an hour are intraday; daily bars are >= ~23 h apart."""
 
 
+FREQUENCY_CHECK_ROWS = 1 << 20
+"""Rows :func:`check_frequency` compares at a time: a minute dataset shows an intraday step in its
+first rows, so the check stops there instead of converting millions of symbol strings (1.5-2 s per
+panel build at 340 minute sessions of 100 symbols)."""
+
+
 def check_frequency(bars: pd.DataFrame, freq: str) -> None:
     """Refuse daily bars asked for as minute bars (the reverse: see :func:`finpod.data.calendar.align`).
 
     The manifest's frequency is checked when a dataset folder is read; this checks a frame passed
-    in directly (the pipeline's path), from the smallest step between a symbol's consecutive bars.
+    in directly (the pipeline's path), from the smallest step between a symbol's consecutive bars,
+    whatever the row order. Only ``freq = "1min"`` can be refused, so only it is checked; the rows
+    are taken :data:`FREQUENCY_CHECK_ROWS` at a time (each block sorted by symbol and time; a
+    symbol's pair split between two blocks is not compared, which can only miss a step, so daily
+    bars are still refused), and the first intraday step ends the check.
 
     Args:
         bars: bar-schema frame, ``n`` rows.
@@ -278,13 +288,22 @@ def check_frequency(bars: pd.DataFrame, freq: str) -> None:
     Raises:
         DataError: minute bars requested from daily bars.
     """
-    symbols = bars["symbol"].to_numpy()
-    stamps = bars["timestamp"].to_numpy(dtype="datetime64[ns]").view(np.int64)
-    steps = np.diff(stamps)[(symbols[1:] == symbols[:-1]) & (np.diff(stamps) > 0)]
-    if steps.size == 0:
+    if freq != "1min":
         return
-    smallest = int(steps.min())
-    if freq == "1min" and smallest >= INTRADAY_STEP_NS:
+    smallest: int | None = None
+    for lo in range(0, len(bars), FREQUENCY_CHECK_ROWS):
+        chunk = bars.iloc[lo : lo + FREQUENCY_CHECK_ROWS]
+        codes, _ = pd.factorize(chunk["symbol"], sort=False)
+        stamps = chunk["timestamp"].to_numpy(dtype="datetime64[ns]").view(np.int64)
+        order = np.lexsort((stamps, codes))  # by symbol, then time: any row order works
+        codes, stamps = codes[order], stamps[order]
+        steps = np.diff(stamps)
+        steps = steps[(codes[1:] == codes[:-1]) & (steps > 0)]
+        if steps.size:
+            smallest = int(steps.min()) if smallest is None else min(smallest, int(steps.min()))
+            if smallest < INTRADAY_STEP_NS:
+                return
+    if smallest is not None:
         raise DataError(
             f"the bars are daily (a symbol's bars are at least {pd.Timedelta(smallest)} apart), but the "
             'frequency asked for is 1min; fix: set frequency = "1d" in the spec, or use a minute dataset'

@@ -390,3 +390,43 @@ def test_unadjusted_dataset_is_warned_about(
     with caplog.at_level(logging.WARNING, logger="finpod.data.panel_builder"):
         load_panel(tmp_path / "ds", start=START, end=END, segments=SEGMENTS, device="cpu")
     assert ("not split/dividend adjusted" in caplog.text) is warned
+
+
+def _daily_frame(newest_first: bool) -> pd.DataFrame:
+    """Three symbols of daily bars (bar schema's symbol and timestamp only), in either row order."""
+    days = pd.date_range("2016-01-04 21:00", periods=6, freq="D", tz="UTC")
+    frame = pd.DataFrame(
+        {"symbol": np.repeat(["AAA", "BBB", "CCC"], len(days)), "timestamp": np.tile(days, 3)}
+    )
+    return frame.iloc[::-1].reset_index(drop=True) if newest_first else frame
+
+
+@pytest.mark.parametrize("newest_first", [False, True])
+@pytest.mark.parametrize("chunk_rows", [2, 5, 1 << 20])
+def test_daily_bars_asked_for_as_minute_bars_are_refused_in_any_row_order_and_chunking(
+    monkeypatch: pytest.MonkeyPatch, newest_first: bool, chunk_rows: int
+) -> None:
+    from finpod.data import panel_builder
+
+    monkeypatch.setattr(panel_builder, "FREQUENCY_CHECK_ROWS", chunk_rows)
+    with pytest.raises(DataError, match=r"the bars are daily .* fix: set frequency = \"1d\""):
+        panel_builder.check_frequency(_daily_frame(newest_first), "1min")
+    panel_builder.check_frequency(_daily_frame(newest_first), "1d")
+
+
+@pytest.mark.parametrize("chunk_rows", [9, 1 << 20])
+@pytest.mark.parametrize("newest_first", [False, True])
+def test_one_intraday_step_makes_the_bars_minute_bars(
+    monkeypatch: pytest.MonkeyPatch, chunk_rows: int, newest_first: bool
+) -> None:
+    """One pair of a symbol's bars a minute apart, rows interleaved by time (as a dataset sorted by
+    timestamp has them) or reversed: minute bars, whatever the block size."""
+    from finpod.data import panel_builder
+
+    monkeypatch.setattr(panel_builder, "FREQUENCY_CHECK_ROWS", chunk_rows)
+    frame = _daily_frame(newest_first=False)
+    stamps = frame["timestamp"].copy()
+    stamps.iloc[1] = stamps.iloc[0] + pd.Timedelta(minutes=1)  # AAA's first two bars
+    frame["timestamp"] = stamps
+    frame = frame.sort_values(["timestamp", "symbol"], ascending=not newest_first, kind="stable")
+    panel_builder.check_frequency(frame.reset_index(drop=True), "1min")  # no error

@@ -85,8 +85,15 @@ def backtest_start_utc(spec: Spec) -> pd.Timestamp:
 
 
 def bars_before_backtest(spec: Spec, bars: pd.DataFrame) -> pd.DataFrame:
-    """Only the bars that start strictly before the backtest segment (a copy)."""
-    return bars.loc[bars["timestamp"] < backtest_start_utc(spec)].copy()
+    """Only the bars that start strictly before the backtest segment (a new frame: pandas copies on
+    write, so changing it never changes ``bars``)."""
+    return bars.loc[bars["timestamp"] < backtest_start_utc(spec)]
+
+
+def symbols_before_backtest(spec: Spec, bars: pd.DataFrame) -> set[str]:
+    """The symbols with a bar that starts before the backtest segment (only the symbol column is
+    filtered: the universe is chosen without copying millions of rows of prices)."""
+    return set(bars["symbol"][bars["timestamp"] < backtest_start_utc(spec)].unique())
 
 
 def universe_symbols(spec: Spec, bars: pd.DataFrame) -> list[str]:
@@ -103,7 +110,7 @@ def universe_symbols(spec: Spec, bars: pd.DataFrame) -> list[str]:
         DataError: an explicitly listed ticker is missing, or has no bar before the backtest.
     """
     present = set(bars["symbol"].unique()) - {spec.benchmark_symbol}
-    listed = set(bars_before_backtest(spec, bars)["symbol"].unique()) & present
+    listed = symbols_before_backtest(spec, bars) & present
     if spec.universe == "all":
         return sorted(listed)
     if spec.universe == "nasdaq100":
@@ -131,7 +138,7 @@ def late_symbols(spec: Spec, bars: pd.DataFrame) -> list[str]:
     They cannot be traded: an agent is selected without ever seeing them. A run prints them.
     """
     present = set(bars["symbol"].unique()) - {spec.benchmark_symbol}
-    return sorted(present - set(bars_before_backtest(spec, bars)["symbol"].unique()))
+    return sorted(present - symbols_before_backtest(spec, bars))
 
 
 def selection_panel(spec: Spec, bars: pd.DataFrame, symbols: list[str], device: str) -> Panel:

@@ -16,6 +16,7 @@ from finpod.pipeline.inputs import (
     dataset_for,
     late_symbols,
     selection_panel,
+    symbols_before_backtest,
     universe_symbols,
 )
 from finpod.rundir import create_run_dir
@@ -29,6 +30,10 @@ def test_selection_bars_stop_before_the_backtest_session() -> None:
     assert kept["timestamp"].max() < first_backtest
     assert (bars["timestamp"] >= first_backtest).any()
     assert len(kept) == int((bars["timestamp"] < first_backtest).sum())
+    assert symbols_before_backtest(spec, bars) == set(kept["symbol"].unique())
+    before = bars.copy()
+    kept.loc[:, "close"] = -1.0  # the selection's frame is its own: the full bars are untouched
+    pd.testing.assert_frame_equal(bars, before)
 
 
 def test_universe_excludes_the_benchmark_and_checks_explicit_tickers() -> None:

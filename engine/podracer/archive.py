@@ -29,18 +29,18 @@ from typing import Any
 
 from podracer.errors import SnapshotError, TournamentError
 from podracer.leaderboard import (
-    AGENT_STATE_KEY,
     INDEX_NAME,
     Candidate,
     LeaderboardEntry,
     SnapshotFolder,
     _entry_from_record,
     _unlink_all,
+    encode_agent_state,
 )
 from podracer.snapshot import (
+    EncodedSnapshot,
     atomic_write_json,
     read_json_record,
-    snapshot_bytes,
     write_snapshot_file,
 )
 from podracer.writer import OrderedWriter
@@ -117,10 +117,15 @@ class TrajectoryArchive(SnapshotFolder):
         return tuple(self._entries)
 
     def offer(
-        self, judged_round: int, candidate: Candidate, agent_state: Mapping[str, Any]
+        self,
+        judged_round: int,
+        candidate: Candidate,
+        agent_state: Mapping[str, Any],
+        encoded: EncodedSnapshot | None = None,
     ) -> LeaderboardEntry | None:
         """Archive the snapshot of the ``judged_round``-th judged round (1-based) if the stride
-        takes it; thin the archive when it overflows.
+        takes it; thin the archive when it overflows. ``encoded``: that state already encoded
+        (:func:`~podracer.leaderboard.encode_agent_state`), else it is encoded here.
 
         Returns:
             The new entry, or ``None`` when the round is not archived.
@@ -139,8 +144,9 @@ class TrajectoryArchive(SnapshotFolder):
         entries = [e for e in self._entries if e.admission in kept]
         if judged_round in kept:
             stem = f"round-{judged_round:08d}-pod-{candidate.pod_id:06d}"
-            path, data = snapshot_bytes(self.directory, stem, {AGENT_STATE_KEY: dict(agent_state)})
-            self._write(write_snapshot_file, path, data, size=len(data))
+            encoded = encoded or encode_agent_state(agent_state)
+            path = encoded.path(self.directory, stem)
+            self._write(write_snapshot_file, path, encoded.data, size=len(encoded.data))
             entry = LeaderboardEntry(
                 **dataclasses.asdict(candidate),
                 created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),

@@ -32,12 +32,13 @@ from podracer.pod import AgentFactory, config_from_record
 from podracer.protocols import Agent
 from podracer.snapshot import (
     SNAPSHOT_SUFFIX,
+    EncodedSnapshot,
     atomic_write_json,
+    encode_snapshot,
     fsync_directory,
     load_snapshot,
     read_json_record,
     remove_unreferenced_snapshots,
-    snapshot_bytes,
     write_snapshot_file,
 )
 from podracer.writer import OrderedWriter
@@ -50,6 +51,12 @@ INDEX_FORMAT_VERSION = 2
 """``version`` of the index file layout."""
 AGENT_STATE_KEY = "agent_state"
 """Key of the agent's ``state_dict`` inside a snapshot payload."""
+
+
+def encode_agent_state(agent_state: Mapping[str, Any]) -> EncodedSnapshot:
+    """An agent's ``state_dict`` encoded as the snapshot every store writes (``pods/``, the
+    leaderboard, the archive): made once per judged round and handed to each that keeps it."""
+    return encode_snapshot({AGENT_STATE_KEY: dict(agent_state)})
 
 
 @dataclass(frozen=True)
@@ -259,10 +266,13 @@ class Leaderboard(SnapshotFolder):
     def _entry_of(self, pod_id: int) -> LeaderboardEntry | None:
         return next((entry for entry in self._entries if entry.pod_id == pod_id), None)
 
-    def offer(self, candidate: Candidate, agent_state: Mapping[str, Any]) -> LeaderboardEntry | None:
+    def offer(
+        self, candidate: Candidate, agent_state: Mapping[str, Any], encoded: EncodedSnapshot | None = None
+    ) -> LeaderboardEntry | None:
         """Admit ``candidate`` with its agent's ``state_dict`` if :meth:`admits` its score.
 
-        Writes the snapshot, then the index; then deletes the snapshot that fell off the board
+        Writes the snapshot (``encoded``: that state already encoded by :func:`encode_agent_state`,
+        else it is encoded here), then the index; then deletes the snapshot that fell off the board
         (the pod's previous entry, or the K-th).
 
         Returns:
@@ -271,8 +281,9 @@ class Leaderboard(SnapshotFolder):
         if not self.admits(candidate.pod_id, candidate.score):
             return None
         stem = f"pod-{candidate.pod_id:06d}-v{candidate.policy_version:06d}"
-        path, data = snapshot_bytes(self.directory, stem, {AGENT_STATE_KEY: dict(agent_state)})
-        self._write(write_snapshot_file, path, data, size=len(data))
+        encoded = encoded or encode_agent_state(agent_state)
+        path = encoded.path(self.directory, stem)
+        self._write(write_snapshot_file, path, encoded.data, size=len(encoded.data))
         entry = LeaderboardEntry(
             **dataclasses.asdict(candidate),
             created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),

@@ -23,11 +23,12 @@ from typing import Any
 
 from podracer.generator import Donor, Generator
 from podracer.judge import smooth
-from podracer.leaderboard import Candidate
+from podracer.leaderboard import Candidate, encode_agent_state
 from podracer.pod import AgentFactory, EnvFactory, Pod, RoundResult, config_to_record
 from podracer.rundir import RunDirectory
 from podracer.runfiles import LEADERBOARD_DIR, pod_record
 from podracer.schedule import fresh_probability, retirees
+from podracer.snapshot import EncodedSnapshot
 from podracer.spawn import leaderboard_donors, live_donors, restore_pod, spawn_pod
 
 
@@ -158,8 +159,10 @@ class PoolLedger:
 
     # ------------------------------------------------------------------ rounds
 
-    def record_round(self, pod: Pod, result: RoundResult) -> dict[str, Any]:
-        """Count a finished round into ``pod`` and save its snapshot; returns the agent's state."""
+    def record_round(self, pod: Pod, result: RoundResult) -> tuple[dict[str, Any], EncodedSnapshot]:
+        """Count a finished round into ``pod`` and save its snapshot; returns the agent's state and
+        its encoding (:func:`~podracer.leaderboard.encode_agent_state`, made once for every store
+        the round's state goes to)."""
         config = self._run.config
         pod.policy_version += config.eval_every_rounds
         pod.env_steps += result.env_steps
@@ -168,8 +171,9 @@ class PoolLedger:
         pod.smoothed_score = smooth(pod.smoothed_score, result.score, config.score_smoothing)
         pod.restored_after_crash = False
         state = pod.agent.state_dict()
-        pod.snapshot_name = self._run.save_pod_snapshot(pod.pod_id, pod.policy_version, state)
-        return state
+        encoded = encode_agent_state(state)
+        pod.snapshot_name = self._run.save_pod_snapshot(pod.pod_id, pod.policy_version, state, encoded)
+        return state, encoded
 
     @staticmethod
     def candidate(pod: Pod, score: float) -> Candidate:

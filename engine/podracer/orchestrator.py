@@ -299,9 +299,9 @@ class Tournament:
         result = future.result()
         run, ledger, board = self._run, self._ledger, self.leaderboard
         run.progress.count_round(result.env_steps)
-        state = ledger.record_round(pod, result)
+        state, encoded = ledger.record_round(pod, result)
         if run.archive is not None:
-            run.archive.offer(run.progress.rounds, ledger.candidate(pod, result.score), state)
+            run.archive.offer(run.progress.rounds, ledger.candidate(pod, result.score), state, encoded)
         steps_per_s = result.env_steps / result.train_seconds if result.train_seconds > 0 else 0.0
         run.emit(
             "round_finished",
@@ -319,7 +319,7 @@ class Tournament:
         # Before leaderboard_after the board ranks nothing. It cannot end empty: a round starts while
         # the budget is not spent, so the last one finishes with all of it spent.
         ranked = run.budget.fraction() >= self.config.leaderboard_after
-        entry = board.offer(ledger.candidate(pod, result.score), state) if ranked else None
+        entry = board.offer(ledger.candidate(pod, result.score), state, encoded) if ranked else None
         if entry is not None:
             run.emit("entry_admitted", pod.pod_id, rank=board.rank_of(entry), score=entry.score)
         record = HistoryRecord(

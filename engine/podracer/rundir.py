@@ -22,7 +22,7 @@ from podracer.archive import TrajectoryArchive
 from podracer.config import TournamentConfig
 from podracer.errors import SnapshotError, TournamentError
 from podracer.events import EventCallback, EventLog, TournamentEvent
-from podracer.leaderboard import AGENT_STATE_KEY, INDEX_NAME, Leaderboard
+from podracer.leaderboard import INDEX_NAME, Leaderboard, encode_agent_state
 from podracer.pod import config_to_record
 from podracer.runfiles import (
     ARCHIVE_DIR,
@@ -42,9 +42,9 @@ from podracer.schedule import budget_fraction, budget_left, schedule_fraction
 from podracer.snapshot import (
     SNAPSHOT_SUFFIX,
     TEMP_SUFFIX,
+    EncodedSnapshot,
     atomic_write_json,
     fsync_directory,
-    snapshot_bytes,
     write_snapshot_file,
 )
 from podracer.writer import OrderedWriter
@@ -214,15 +214,23 @@ class RunDirectory:
         record = state_record(RunState(self.progress, self.finished, self.rng.bit_generator.state, pool))
         self._writer.submit(atomic_write_json, self.path / STATE_NAME, record, None)
 
-    def save_pod_snapshot(self, pod_id: int, policy_version: int, agent_state: dict[str, Any]) -> str:
+    def save_pod_snapshot(
+        self,
+        pod_id: int,
+        policy_version: int,
+        agent_state: dict[str, Any],
+        encoded: EncodedSnapshot | None = None,
+    ) -> str:
         """Queue a pod's snapshot for ``pods/``; returns its file name.
 
-        The bytes are made now (the agent trains on afterwards); the file is written in the
-        background, before any ``state.json`` queued later (:meth:`flush_writes` waits for it).
+        The bytes are made now (the agent trains on afterwards), or taken from ``encoded`` (the
+        same state already encoded, :func:`~podracer.snapshot.encode_agent_state`); the file is
+        written in the background, before any ``state.json`` queued later (:meth:`flush_writes`
+        waits for it).
         """
-        payload = {AGENT_STATE_KEY: agent_state}
-        path, data = snapshot_bytes(self.pods_dir, f"pod-{pod_id:06d}-v{policy_version:06d}", payload)
-        self._writer.submit(write_snapshot_file, path, data, size=len(data))
+        encoded = encoded or encode_agent_state(agent_state)
+        path = encoded.path(self.pods_dir, f"pod-{pod_id:06d}-v{policy_version:06d}")
+        self._writer.submit(write_snapshot_file, path, encoded.data, size=len(encoded.data))
         return path.name
 
     def remove_stale_pod_files(self, used: set[str]) -> None:

@@ -20,6 +20,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -125,8 +126,27 @@ def save_snapshot(directory: Path, stem: str, payload: Mapping[str, Any]) -> Pat
     return path
 
 
-def snapshot_bytes(directory: Path, stem: str, payload: Mapping[str, Any]) -> tuple[Path, bytes]:
-    """What :func:`save_snapshot` writes, and where, without writing it: ``(path, file bytes)``.
+@dataclass(frozen=True)
+class EncodedSnapshot:
+    """A payload serialised once (:func:`encode_snapshot`): the file's bytes and the digest its
+    name carries. A round's state is offered to ``pods/``, the leaderboard and the archive: they
+    share one encoding instead of serialising and hashing the same bytes up to three times.
+
+    Attributes:
+        data: the snapshot file's bytes.
+        digest: the first :data:`DIGEST_HEX_CHARS` hex digits of their SHA-256.
+    """
+
+    data: bytes
+    digest: str
+
+    def path(self, directory: Path, stem: str) -> Path:
+        """Where a snapshot of these bytes named ``stem`` lives in ``directory``."""
+        return directory / f"{stem}-{self.digest}{SNAPSHOT_SUFFIX}"
+
+
+def encode_snapshot(payload: Mapping[str, Any]) -> EncodedSnapshot:
+    """``payload`` (tensors and plain values only) as snapshot file bytes, and their digest.
 
     The zip records carry no CRC-32 (torch's ``set_crc32_options``): the SHA-256 in the name
     already guards every byte, and the CRC cost about a quarter of ``torch.save`` (a GPU run
@@ -138,8 +158,13 @@ def snapshot_bytes(directory: Path, stem: str, payload: Mapping[str, Any]) -> tu
     with _without_zip_crc():
         torch.save(record, buffer)
     data = buffer.getvalue()
-    digest = hashlib.sha256(data).hexdigest()[:DIGEST_HEX_CHARS]
-    return directory / f"{stem}-{digest}{SNAPSHOT_SUFFIX}", data
+    return EncodedSnapshot(data, hashlib.sha256(data).hexdigest()[:DIGEST_HEX_CHARS])
+
+
+def snapshot_bytes(directory: Path, stem: str, payload: Mapping[str, Any]) -> tuple[Path, bytes]:
+    """What :func:`save_snapshot` writes, and where, without writing it: ``(path, file bytes)``."""
+    encoded = encode_snapshot(payload)
+    return encoded.path(directory, stem), encoded.data
 
 
 _CRC_LOCK = threading.Lock()

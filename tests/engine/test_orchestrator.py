@@ -413,3 +413,42 @@ def test_seconds_a_scorer_leaves_out_do_not_count_against_the_wall_budget(tmp_pa
     assert tournament.run().env_steps >= 6 * ROUND_ENV_STEPS
     with pytest.raises(TournamentError, match="exclude_seconds"):
         tournament.exclude_seconds(-1.0)
+
+
+def test_a_judged_round_encodes_its_state_once_for_every_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pods/, the leaderboard and the archive keep the same bytes of a round's state: serialised and
+    hashed once per judged round (a GPU run's states are tens of MB), not once per store."""
+    from podracer import leaderboard
+
+    encodings = 0
+    encode = leaderboard.encode_snapshot
+
+    def counted(payload: Any) -> Any:
+        nonlocal encodings
+        encodings += 1
+        return encode(payload)
+
+    monkeypatch.setattr(leaderboard, "encode_snapshot", counted)
+    run_dir = tmp_path / "run"
+    tournament = new_tournament(run_dir, tournament_config(pool_size=1, archive_size=64))  # keeps every round
+    events: list[Any] = []
+    tournament.run(on_event=events.append)
+    rounds = sum(event.kind == "round_finished" for event in events)
+    admitted = sum(event.kind == "entry_admitted" for event in events)
+    assert admitted > 0, "nothing entered the leaderboard: the test proves nothing"
+    assert encodings == rounds
+    tournament.close()
+    # A state kept by two stores is the same bytes in both (the digest in each name is the same).
+    archive = tournament.archive
+    assert archive is not None
+
+    def digest(path: Path) -> str:
+        return path.name.rsplit("-", 1)[1]
+
+    kept = {(e.pod_id, e.policy_version): digest(e.snapshot) for e in tournament.leaderboard.entries}
+    shared = [e for e in archive.entries if (e.pod_id, e.policy_version) in kept]
+    assert shared, "no round both archived and on the leaderboard: the test proves nothing"
+    for entry in shared:
+        assert digest(entry.snapshot) == kept[(entry.pod_id, entry.policy_version)]

@@ -212,18 +212,21 @@ def rolling_std_mean(x: torch.Tensor, window_bars: int) -> tuple[torch.Tensor, t
     Returns:
         ``(std, mean)``, float32 ``(T, M)`` each.
     """
-    shifted = x.to(torch.float64) - x[:1].to(torch.float64)
-    sums = torch.cumsum(shifted, dim=0)
-    squares = torch.cumsum(shifted.square_(), dim=0)
+    # Symbol-major (M, T): each symbol's running sums over contiguous memory (torch's CPU cumsum
+    # down the rows of a (T, M) tensor was 3-4x slower); the same additions in the same order.
+    columns = x.t().to(torch.float64)
+    shifted = (columns - columns[:, :1]).contiguous()
+    sums = torch.cumsum(shifted, dim=1)
+    squares = torch.cumsum(shifted.square_(), dim=1)
     del shifted
-    sums[window_bars:] -= sums[:-window_bars].clone()
-    squares[window_bars:] -= squares[:-window_bars].clone()
+    sums[:, window_bars:] -= sums[:, :-window_bars].clone()
+    squares[:, window_bars:] -= squares[:, :-window_bars].clone()
     rows = torch.arange(1, x.shape[0] + 1, device=x.device, dtype=torch.float64)
-    count = rows.clamp(max=window_bars)[:, None]
+    count = rows.clamp(max=window_bars)[None, :]
     mean = sums.div_(count)
     variance = squares.div_(count).sub_(mean.square()).clamp_(min=0.0)
-    std = variance.sqrt_().to(torch.float32)
-    return std, (mean + x[:1].to(torch.float64)).to(torch.float32)
+    std = variance.sqrt_().to(torch.float32).t()
+    return std, (mean + columns[:, :1]).to(torch.float32).t()
 
 
 def _safe_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:

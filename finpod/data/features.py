@@ -238,8 +238,9 @@ def _safe_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Ten
 def _asset_features_(close: torch.Tensor, volume: torch.Tensor, out: torch.Tensor) -> None:
     """Write the per-asset features of a block of symbols into ``out`` ``(T, m, >=10)``, table order."""
     log_close = torch.log(close)
-    for f, horizon in enumerate(RETURN_HORIZONS_BARS):
-        out[:, :, f] = lag_difference(log_close, horizon)
+    for f, horizon in enumerate(RETURN_HORIZONS_BARS):  # lag_difference, written in place
+        out[:horizon, :, f] = 0.0
+        torch.sub(log_close[horizon:], log_close[:-horizon], out=out[horizon:, :, f])
     step_return = lag_difference(log_close, 1)
     del log_close
     col = len(RETURN_HORIZONS_BARS)

@@ -55,8 +55,12 @@ AGENT_STATE_KEY = "agent_state"
 
 def encode_agent_state(agent_state: Mapping[str, Any]) -> EncodedSnapshot:
     """An agent's ``state_dict`` encoded as the snapshot every store writes (``pods/``, the
-    leaderboard, the archive): made once per judged round and handed to each that keeps it."""
-    return encode_snapshot({AGENT_STATE_KEY: dict(agent_state)})
+    leaderboard, the archive): made once per judged round and handed to each that keeps it.
+
+    A ``dict`` (an ``OrderedDict`` too, with the module metadata ``nn.Module.state_dict`` attaches)
+    is stored as it is; any other mapping as a plain ``dict`` (what ``torch.save`` can pickle)."""
+    state = agent_state if isinstance(agent_state, dict) else dict(agent_state)
+    return encode_snapshot({AGENT_STATE_KEY: state})
 
 
 @dataclass(frozen=True)

@@ -165,3 +165,20 @@ def test_json_records_check_their_markers(tmp_path: Path) -> None:
         read_json_record(path, "podracer.x", 1)
     with pytest.raises(SnapshotError, match="does not exist"):
         read_json_record(tmp_path / "absent.json", "podracer.x", 1)
+
+
+def test_an_agent_state_is_encoded_as_given_and_other_mappings_as_a_dict() -> None:
+    """``encode_agent_state`` keeps a dict as it is (an ``OrderedDict``'s module metadata too, which
+    a crashed pod's restore hands back to ``load_state_dict``) and turns other mappings into dicts."""
+    import types
+    from collections import OrderedDict
+
+    from podracer.leaderboard import AGENT_STATE_KEY, encode_agent_state
+    from podracer.snapshot import encode_snapshot
+
+    module_state = torch.nn.Linear(2, 2).state_dict()
+    assert isinstance(module_state, OrderedDict)
+    assert hasattr(module_state, "_metadata")
+    assert encode_agent_state(module_state) == encode_snapshot({AGENT_STATE_KEY: module_state})
+    plain = {"w": torch.ones(3)}
+    assert encode_agent_state(types.MappingProxyType(plain)) == encode_snapshot({AGENT_STATE_KEY: plain})

@@ -85,8 +85,8 @@ def backtest_start_utc(spec: Spec) -> pd.Timestamp:
 
 
 def bars_before_backtest(spec: Spec, bars: pd.DataFrame) -> pd.DataFrame:
-    """Only the bars that start strictly before the backtest segment (a new frame: pandas copies on
-    write, so changing it never changes ``bars``)."""
+    """Only the bars that start strictly before the backtest segment (a new frame of its own: a
+    boolean selection, so changing it never changes ``bars``)."""
     return bars.loc[bars["timestamp"] < backtest_start_utc(spec)]
 
 

@@ -329,17 +329,24 @@ def align(
     placed = selected & (rows >= 0)
     off_calendar = int(np.count_nonzero(selected)) - int(np.count_nonzero(placed))
     trash = num_rows * num_cols  # one spare cell receives every bar that is not placed
-    flat = np.where(placed, rows * num_cols + cols, trash)
+    # Cells are placed symbol-major, (M, T), then transposed once: a dataset's rows are sorted by
+    # symbol then time (finpod.data.store), so each symbol's bars land on contiguous cells
+    # (scattering them into (T, M) strides by M: about 3x slower per column at M = 100).
+    flat = np.where(placed, cols * num_rows + rows, trash)
     del rows, cols, selected, inside
+
+    def placed_cells(cell: np.ndarray) -> np.ndarray:
+        """``(T, M)`` C-ordered array of the ``(M, T)`` cells (the spare cell dropped)."""
+        return np.ascontiguousarray(cell[:trash].reshape(num_cols, num_rows).T)
 
     arrays: dict[str, np.ndarray] = {}
     for name in (*PRICE_COLUMNS, "volume"):
         cell = np.empty(trash + 1, dtype=np.float32)  # cells without a bar are filled below
         cell[flat] = bars[name].to_numpy(dtype=np.float64, copy=False)
-        arrays[name] = cell[:trash].reshape(num_rows, num_cols)
+        arrays[name] = placed_cells(cell)
     real_cell = np.zeros(trash + 1, dtype=bool)
     real_cell[flat] = True
-    real = real_cell[:trash].reshape(num_rows, num_cols)
+    real = placed_cells(real_cell)
     real_count = int(np.count_nonzero(real))
     if real_count != int(np.count_nonzero(placed)):
         _raise_duplicate(flat[placed], stamps_ns[placed], codes[placed], names, freq)

@@ -218,36 +218,32 @@ def rolling_std_mean(x: torch.Tensor, window_bars: int) -> tuple[torch.Tensor, t
         ``(std, mean)``, float32 ``(T, M)`` each (on a CPU, transposed views of ``(M, T)`` tensors).
     """
     if x.device.type != "cpu":
-        return _rolling_std_mean_rows(x, window_bars)
-    columns = x.t().to(torch.float64)
-    shifted = (columns - columns[:, :1]).contiguous()
-    sums = torch.cumsum(shifted, dim=1)
-    squares = torch.cumsum(shifted.square_(), dim=1)
-    del shifted
-    sums[:, window_bars:] -= sums[:, :-window_bars].clone()
-    squares[:, window_bars:] -= squares[:, :-window_bars].clone()
-    rows = torch.arange(1, x.shape[0] + 1, device=x.device, dtype=torch.float64)
-    count = rows.clamp(max=window_bars)[None, :]
-    mean = sums.div_(count)
-    variance = squares.div_(count).sub_(mean.square()).clamp_(min=0.0)
-    std = variance.sqrt_().to(torch.float32).t()
-    return std, (mean + columns[:, :1]).to(torch.float32).t()
+        return _rolling_std_mean_along(x.to(torch.float64), window_bars, dim=0)
+    std, mean = _rolling_std_mean_along(x.t().to(torch.float64), window_bars, dim=1)
+    return std.t(), mean.t()
 
 
-def _rolling_std_mean_rows(x: torch.Tensor, window_bars: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`rolling_std_mean` summed down the rows of ``(T, M)`` (the device's own scan)."""
-    shifted = x.to(torch.float64) - x[:1].to(torch.float64)
-    sums = torch.cumsum(shifted, dim=0)
-    squares = torch.cumsum(shifted.square_(), dim=0)
+def _rolling_std_mean_along(
+    series: torch.Tensor, window_bars: int, dim: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`rolling_std_mean` of float64 ``series`` whose time axis is ``dim`` (0: ``(T, M)``,
+    rows summed by the device's own scan; 1: ``(M, T)``, each symbol over contiguous memory)."""
+
+    def bars(index: slice) -> tuple[slice, ...]:
+        return (slice(None),) * dim + (index,)
+
+    first = series[bars(slice(0, 1))]
+    shifted = (series - first).contiguous()
+    sums = torch.cumsum(shifted, dim=dim)
+    squares = torch.cumsum(shifted.square_(), dim=dim)
     del shifted
-    sums[window_bars:] -= sums[:-window_bars].clone()
-    squares[window_bars:] -= squares[:-window_bars].clone()
-    rows = torch.arange(1, x.shape[0] + 1, device=x.device, dtype=torch.float64)
-    count = rows.clamp(max=window_bars)[:, None]
+    sums[bars(slice(window_bars, None))] -= sums[bars(slice(None, -window_bars))].clone()
+    squares[bars(slice(window_bars, None))] -= squares[bars(slice(None, -window_bars))].clone()
+    rows = torch.arange(1, series.shape[dim] + 1, device=series.device, dtype=torch.float64)
+    count = rows.clamp(max=window_bars).unsqueeze(1 - dim)
     mean = sums.div_(count)
     variance = squares.div_(count).sub_(mean.square()).clamp_(min=0.0)
-    std = variance.sqrt_().to(torch.float32)
-    return std, (mean + x[:1].to(torch.float64)).to(torch.float32)
+    return variance.sqrt_().to(torch.float32), (mean + first).to(torch.float32)
 
 
 def _safe_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:

@@ -305,10 +305,11 @@ def test_default_clip_is_five_sigma() -> None:
 def test_the_symbol_major_rolling_sums_equal_the_row_sums_bit_for_bit(window: int) -> None:
     """A CPU sums each symbol's window over contiguous memory; the rows' own scan (what CUDA runs)
     gives the same bits there."""
-    from finpod.data.features import _rolling_std_mean_rows
+    from finpod.data.features import _rolling_std_mean_along
 
     x = 100.0 + torch.randn(3000, 37, generator=torch.Generator().manual_seed(window)).cumsum(0)
     for given in (x, x[:, 5:20], x.t().contiguous().t()):  # contiguous, a column slice, column-major
-        fast, rows = rolling_std_mean(given, window), _rolling_std_mean_rows(given, window)
+        fast = rolling_std_mean(given, window)
+        rows = _rolling_std_mean_along(given.to(torch.float64), window, dim=0)
         assert torch.equal(fast[0], rows[0])
         assert torch.equal(fast[1], rows[1])

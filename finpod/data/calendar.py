@@ -18,6 +18,8 @@ bar-schema frame onto that grid, vectorised (numpy scatter, no per-row Python):
 from __future__ import annotations
 
 import datetime as dt
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
@@ -288,6 +290,97 @@ def _check_prices(
             )
 
 
+ALIGN_CHUNK_ROWS: Final[int] = 1 << 20
+"""Input rows one task of :func:`align` places at a time (its temporaries stay a few MB)."""
+ALIGN_MAX_WORKERS: Final[int] = 8
+"""Most threads :func:`align` uses: its numpy and Arrow kernels release the GIL, and past about
+eight threads the scatter is bound by memory, not by cores."""
+
+
+def align_workers() -> int:
+    """Threads :func:`align` uses by default: the cores this process may run on, at most
+    :data:`ALIGN_MAX_WORKERS` (the arrays are the same whatever the count)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(ALIGN_MAX_WORKERS, cores))
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """Where one chunk of input rows lands: ``cell`` (``(M, T)`` flat index, the spare cell for a
+    row that is not placed) and how many of its rows fell inside the window on a wanted symbol
+    (``selected``) and on the grid (``placed``)."""
+
+    cell: np.ndarray
+    selected: int
+    placed: int
+
+
+def _chunk_codes(bars: pd.DataFrame, first: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Symbol codes of rows ``first:stop`` and the names they index (this chunk's own numbering)."""
+    codes, uniques = pd.factorize(bars["symbol"].iloc[first:stop], sort=False)
+    return codes, np.asarray(uniques, dtype=object)
+
+
+def _place(
+    bars: pd.DataFrame,
+    rows: slice,
+    codes: np.ndarray,
+    names: np.ndarray,
+    grid: CalendarGrid,
+    column_of_name: dict[str, int],
+) -> _Placement:
+    """The cells of input rows ``rows`` on the ``(M, T)`` symbol-major grid (see :func:`align`)."""
+    num_rows = grid.num_bars
+    trash = num_rows * len(column_of_name)
+    column_of_code = np.array([column_of_name.get(str(n), -1) for n in names], dtype=np.int64)
+    cols = column_of_code[codes] if codes.size else np.zeros(0, dtype=np.int64)
+    grid_row, inside = _grid_rows(grid, _timestamps_ns(bars.iloc[rows]))
+    selected = inside & (cols >= 0)
+    placed = selected & (grid_row >= 0)
+    cell = np.where(placed, cols * num_rows + grid_row, trash)
+    return _Placement(cell, int(np.count_nonzero(selected)), int(np.count_nonzero(placed)))
+
+
+def _fill_block(cells: dict[str, np.ndarray], real: np.ndarray) -> tuple[np.ndarray, int]:
+    """Fill one block of symbols in place, ``(m, T)`` symbol-major: a missing bar takes the last
+    close (volume 0), the rows before a symbol's first bar its first open (or
+    :data:`ABSENT_PRICE_USD` without any bar). Returns each symbol's first real row (``T`` if none)
+    and the count of cells before a first bar."""
+    num_cols, num_rows = real.shape
+    has_bar = real.any(axis=1)
+    first_bar = np.where(has_bar, np.argmax(real, axis=1), num_rows).astype(np.int64)
+    source_row = np.where(real, np.arange(num_rows, dtype=np.int64)[None, :], -1)
+    np.maximum.accumulate(source_row, axis=1, out=source_row)
+    before_first = source_row < 0
+    last_close = np.take_along_axis(cells["close"], np.maximum(source_row, 0), axis=1)
+    del source_row
+    first_open = np.where(
+        has_bar, cells["open"][np.arange(num_cols), np.minimum(first_bar, num_rows - 1)], ABSENT_PRICE_USD
+    ).astype(np.float32)
+    np.copyto(last_close, np.broadcast_to(first_open[:, None], last_close.shape), where=before_first)
+    unreal = ~real
+    for name in PRICE_COLUMNS:
+        np.copyto(cells[name], last_close, where=unreal)
+    np.copyto(cells["volume"], np.float32(0.0), where=unreal)
+    return first_bar, int(np.count_nonzero(before_first))
+
+
+def _prices_ok(cells: dict[str, np.ndarray], real: np.ndarray) -> bool:
+    """Whether every real bar of a block passes :func:`_check_prices` (which names the first that
+    does not, in ``(T, M)`` order)."""
+    for name, values in cells.items():
+        if (real & ~(np.isfinite(values) & ((values > 0) if name != "volume" else (values >= 0)))).any():
+            return False
+    high, low = cells["high"], cells["low"]
+    return not any(
+        (real & ((high < low) | (cells[name] > high) | (cells[name] < low))).any()
+        for name in ("open", "close")
+    )
+
+
 def align(
     bars: pd.DataFrame,
     freq: str,
@@ -296,8 +389,15 @@ def align(
     *,
     symbols: tuple[str, ...] | None = None,
     regular_hours_only: bool = True,
+    workers: int | None = None,
 ) -> AlignedBars:
     """Reindex long bar-schema ``bars`` onto the XNAS grid of ``start..end`` (dates inclusive).
+
+    The work runs on ``workers`` threads: input rows are placed a chunk at a time, then symbols are
+    filled, checked and transposed a block at a time. Cells are placed symbol-major, ``(M, T)``,
+    and transposed once: a dataset's rows are sorted by symbol then time (:mod:`finpod.data.store`),
+    so each symbol's bars land on contiguous cells (a ``(T, M)`` scatter strides by ``M``). Every
+    cell has one writer, so the arrays are the same whatever ``workers`` is (tested).
 
     Args:
         bars: long frame in the bar schema (:mod:`finpod.data.schema`), any row order.
@@ -306,6 +406,7 @@ def align(
         end: last session date.
         symbols: the columns to build, in order; None takes every symbol of ``bars`` (sorted).
         regular_hours_only: see :func:`calendar_grid`.
+        workers: threads to use; None: :func:`align_workers`.
 
     Returns:
         The aligned ``(T, M)`` float32 arrays, the real-bar mask, first-bar rows and counts.
@@ -315,62 +416,69 @@ def align(
             price, high below low or open/close outside [low, high], or a negative volume.
     """
     grid = calendar_grid(freq, start, end, regular_hours_only=regular_hours_only)
-    codes, uniques = pd.factorize(bars["symbol"], sort=False)
-    names = np.asarray(uniques, dtype=object)
-    columns = tuple(sorted(str(n) for n in names)) if symbols is None else tuple(symbols)
-    column_of_name = {s: i for i, s in enumerate(columns)}
-    column_of_code = np.array([column_of_name.get(str(n), -1) for n in names], dtype=np.int64)
-    num_rows, num_cols = grid.num_bars, len(columns)
+    _timestamps_ns(bars.iloc[:0])  # naive stamps: the error before any work
+    num_inputs = len(bars)
+    bounds = [(a, min(a + ALIGN_CHUNK_ROWS, num_inputs)) for a in range(0, num_inputs, ALIGN_CHUNK_ROWS)]
+    threads = workers or align_workers()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        chunk_codes = list(pool.map(lambda bound: _chunk_codes(bars, *bound), bounds))
+        if symbols is None:
+            seen = set().union(*(set(names.tolist()) for _, names in chunk_codes)) if chunk_codes else set()
+            columns = tuple(sorted(str(n) for n in seen))
+        else:
+            columns = tuple(symbols)
+        column_of_name = {s: i for i, s in enumerate(columns)}
+        num_rows, num_cols = grid.num_bars, len(columns)
+        trash = num_rows * num_cols  # one spare cell receives every bar that is not placed
+        cells = {name: np.empty(trash + 1, dtype=np.float32) for name in (*PRICE_COLUMNS, "volume")}
+        real_cells = np.zeros(trash + 1, dtype=bool)  # cells without a bar are filled below
 
-    stamps_ns = _timestamps_ns(bars)
-    rows, inside = _grid_rows(grid, stamps_ns)
-    cols = column_of_code[codes] if codes.size else np.zeros(0, dtype=np.int64)
-    selected = inside & (cols >= 0)
-    placed = selected & (rows >= 0)
-    off_calendar = int(np.count_nonzero(selected)) - int(np.count_nonzero(placed))
-    trash = num_rows * num_cols  # one spare cell receives every bar that is not placed
-    # Cells are placed symbol-major, (M, T), then transposed once: a dataset's rows are sorted by
-    # symbol then time (finpod.data.store), so each symbol's bars land on contiguous cells
-    # (scattering them into (T, M) strides by M: about 3x slower per column at M = 100).
-    flat = np.where(placed, cols * num_rows + rows, trash)
-    del rows, cols, selected, inside
+        def place(chunk: int) -> _Placement:
+            first, stop = bounds[chunk]
+            codes, names = chunk_codes[chunk]
+            placement = _place(bars, slice(first, stop), codes, names, grid, column_of_name)
+            for name, cell in cells.items():
+                cell[placement.cell] = bars[name].to_numpy(dtype=np.float64, copy=False)[first:stop]
+            real_cells[placement.cell] = True
+            return placement
 
-    def placed_cells(cell: np.ndarray) -> np.ndarray:
-        """``(T, M)`` C-ordered array of the ``(M, T)`` cells (the spare cell dropped)."""
-        return np.ascontiguousarray(cell[:trash].reshape(num_cols, num_rows).T)
+        placements = list(pool.map(place, range(len(bounds))))
+        chunk_codes.clear()
+        placed_count = sum(p.placed for p in placements)
+        off_calendar = sum(p.selected for p in placements) - placed_count
+        del placements
 
-    arrays: dict[str, np.ndarray] = {}
-    for name in (*PRICE_COLUMNS, "volume"):
-        cell = np.empty(trash + 1, dtype=np.float32)  # cells without a bar are filled below
-        cell[flat] = bars[name].to_numpy(dtype=np.float64, copy=False)
-        arrays[name] = placed_cells(cell)
-    real_cell = np.zeros(trash + 1, dtype=bool)
-    real_cell[flat] = True
-    real = placed_cells(real_cell)
-    real_count = int(np.count_nonzero(real))
-    if real_count != int(np.count_nonzero(placed)):
-        _raise_duplicate(flat[placed], stamps_ns[placed], codes[placed], names, freq)
-    del flat, placed, stamps_ns, codes
-    _check_prices(arrays, real, grid, columns)
+        def symbol_major(cell: np.ndarray) -> np.ndarray:
+            return cell[:trash].reshape(num_cols, num_rows)
 
-    has_bar = real.any(axis=0)
-    first_bar = np.where(has_bar, np.argmax(real, axis=0), num_rows).astype(np.int64)
-    source_row = np.where(real, np.arange(num_rows, dtype=np.int64)[:, None], -1)
-    np.maximum.accumulate(source_row, axis=0, out=source_row)
-    before_first = source_row < 0
-    last_close = np.take_along_axis(arrays["close"], np.maximum(source_row, 0), axis=0)
-    del source_row
-    first_open = np.where(
-        has_bar, arrays["open"][np.minimum(first_bar, num_rows - 1), np.arange(num_cols)], ABSENT_PRICE_USD
-    ).astype(np.float32)
-    np.copyto(last_close, np.broadcast_to(first_open, last_close.shape), where=before_first)
-    unreal = ~real
-    for name in PRICE_COLUMNS:
-        np.copyto(arrays[name], last_close, where=unreal)
-    del last_close
-    np.copyto(arrays["volume"], np.float32(0.0), where=unreal)
+        real_by_symbol = symbol_major(real_cells)
+        real_count = int(np.count_nonzero(real_by_symbol))
+        if real_count != placed_count:
+            _raise_duplicates(bars, grid, column_of_name, freq)
+        block_cols = max(1, -(-num_cols // (4 * threads)))
+        blocks = [slice(c, min(c + block_cols, num_cols)) for c in range(0, num_cols, block_cols)]
 
-    before_count = int(np.count_nonzero(before_first))
+        def block_ok(block: slice) -> bool:
+            own = {name: symbol_major(cell)[block] for name, cell in cells.items()}
+            return _prices_ok(own, real_by_symbol[block])
+
+        if not all(pool.map(block_ok, blocks)):  # name the first bad bar in (T, M) order, as ever
+            transposed = {name: np.ascontiguousarray(symbol_major(cell).T) for name, cell in cells.items()}
+            _check_prices(transposed, np.ascontiguousarray(real_by_symbol.T), grid, columns)
+        arrays = {name: np.empty((num_rows, num_cols), dtype=np.float32) for name in cells}
+        real = np.empty((num_rows, num_cols), dtype=bool)
+
+        def fill(block: slice) -> tuple[np.ndarray, int]:
+            own = {name: symbol_major(cell)[block] for name, cell in cells.items()}
+            first_bar, before = _fill_block(own, real_by_symbol[block])
+            for name, values in own.items():
+                arrays[name][:, block] = values.T
+            real[:, block] = real_by_symbol[block].T
+            return first_bar, before
+
+        filled = list(pool.map(fill, blocks))
+    first_bar = np.concatenate([f for f, _ in filled]) if filled else np.zeros(0, dtype=np.int64)
+    before_count = sum(b for _, b in filled)
     counts = AlignmentCounts(
         real_bars=real_count,
         filled_bars=num_rows * num_cols - real_count - before_count,
@@ -389,3 +497,13 @@ def align(
         first_bar=first_bar,
         counts=counts,
     )
+
+
+def _raise_duplicates(
+    bars: pd.DataFrame, grid: CalendarGrid, column_of_name: dict[str, int], freq: str
+) -> None:
+    """Name the first duplicate ``(symbol, bar)`` of ``bars`` (the error path: one pass over all rows)."""
+    codes, names = _chunk_codes(bars, 0, len(bars))
+    placement = _place(bars, slice(0, len(bars)), codes, names, grid, column_of_name)
+    placed = placement.cell < grid.num_bars * len(column_of_name)
+    _raise_duplicate(placement.cell[placed], _timestamps_ns(bars)[placed], codes[placed], names, freq)

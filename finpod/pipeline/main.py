@@ -35,6 +35,7 @@ from finpod.backtest.runner import run_backtest
 from finpod.backtest.threads import threads_for
 from finpod.consoles import text_console
 from finpod.cpu_kernels import machine_record
+from finpod.data.calendar import align_workers
 from finpod.data.panel import Panel
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
@@ -363,6 +364,7 @@ def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]
         "cuda_matmul_precision": spec.tournament.cuda_matmul_precision,  # applied on a CUDA device only
         "python_version": platform.python_version(),
         "machine": machine_record(),  # what CPU figures depend on (finpod.cpu_kernels)
+        "alignment_threads": align_workers(),  # the calendar alignment's threads (same arrays at any count)
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "torch_threads": {
             "training": training_threads(spec, device),

@@ -38,6 +38,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_run_folder_holds_spec_tournament_tensorboard_and_report(finished_run: Path) -> None:
     info = json.loads((finished_run / "run.json").read_text())
     assert info["status"] == "done"
+    assert 1 <= info["alignment_threads"] <= 8  # recorded: the panels' arrays do not depend on it
     steps = info["torch_threads"]["backtest_steps"]  # the traders' pass: steps at each thread count
     assert set(steps) == {"validation", "backtest"}
     for segment, by_threads in steps.items():

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import exchange_calendars as xcals
 import numpy as np
 import pandas as pd
 import pytest
 
+from finpod.data import calendar
 from finpod.data.calendar import ABSENT_PRICE_USD, align, bar_starts, calendar_grid
 from finpod.errors import DataError
 
@@ -201,3 +204,68 @@ def test_align_keeps_a_requested_symbol_without_bars_as_placeholder() -> None:
 def test_grid_rejects_bad_requests(freq: str, start: str, end: str, message: str) -> None:
     with pytest.raises(DataError, match=message):
         calendar_grid(freq, start, end)
+
+
+def _messy_minutes() -> pd.DataFrame:
+    """Three days of five symbols, shuffled: gaps, a late listing, an early delisting, off-hours
+    bars and a symbol outside the requested columns."""
+    regular = bar_starts("1min", "2020-01-02", "2020-01-06")
+    extended = bar_starts("1min", "2020-01-02", "2020-01-06", regular_hours_only=False)
+    rng = np.random.default_rng(11)
+    frames = [
+        _bars(regular[rng.random(len(regular)) > 0.3], "GAPS", seed=12),
+        _bars(regular[500:], "LATE", seed=13),
+        _bars(regular[:200], "GONE", seed=14),
+        _bars(extended, "EXTH", seed=15),
+        _bars(regular, "SKIP", seed=16),
+    ]
+    return pd.concat(frames).sample(frac=1.0, random_state=1).reset_index(drop=True)
+
+
+def _same_alignment(a: calendar.AlignedBars, b: calendar.AlignedBars) -> bool:
+    arrays = ("open", "high", "low", "close", "volume", "real", "first_bar")
+    return (
+        all(np.array_equal(getattr(a, name), getattr(b, name)) for name in arrays)
+        and a.counts == b.counts
+        and a.symbols == b.symbols
+    )
+
+
+@pytest.mark.parametrize("symbols", [None, ("EXTH", "GAPS", "GONE", "LATE", "NONE")])
+def test_align_gives_the_same_arrays_whatever_the_threads_and_chunks(
+    monkeypatch: pytest.MonkeyPatch, symbols: tuple[str, ...] | None
+) -> None:
+    """Input rows are placed a chunk at a time and symbols filled a block at a time, on threads:
+    one chunk on one thread, and 97-row chunks (which split every symbol) on 1, 2 and 3 threads,
+    give the same arrays and counts."""
+    bars = _messy_minutes()
+    whole = align(bars, "1min", "2020-01-02", "2020-01-06", symbols=symbols, workers=1)
+    assert whole.counts.off_calendar_bars > 0
+    assert whole.counts.before_first_bar > 0
+    assert whole.counts.filled_bars > 0
+    monkeypatch.setattr(calendar, "ALIGN_CHUNK_ROWS", 97)
+    for workers in (1, 2, 3):
+        chunked = align(bars, "1min", "2020-01-02", "2020-01-06", symbols=symbols, workers=workers)
+        assert _same_alignment(whole, chunked), workers
+
+
+def test_align_names_the_same_bad_bar_whatever_the_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A duplicate split across two chunks, and bad prices in two symbols' blocks, are named as one
+    pass over the whole frame names them (the earliest bar, then the first column)."""
+    bars = _messy_minutes()
+    monkeypatch.setattr(calendar, "ALIGN_CHUNK_ROWS", 97)
+    doubled = pd.concat([bars, bars.loc[bars["symbol"] == "LATE"].iloc[[7]]], ignore_index=True)
+    late = bars.loc[bars["symbol"] == "LATE"].iloc[7]
+    with pytest.raises(
+        DataError, match=re.escape(f"symbol LATE has two bars at {late['timestamp'].isoformat()}")
+    ):
+        align(doubled, "1min", "2020-01-02", "2020-01-06", workers=3)
+    broken = bars.copy()
+    gaps = broken.index[(broken["symbol"] == "GAPS")]
+    gone = broken.index[(broken["symbol"] == "GONE")]
+    first_gone = broken.loc[gone, "timestamp"].idxmin()
+    later_gaps = broken.loc[gaps].sort_values("timestamp").index[100]
+    broken.loc[[first_gone, later_gaps], "close"] = -1.0
+    stamp = broken.loc[first_gone, "timestamp"].isoformat()
+    with pytest.raises(DataError, match=re.escape(f"symbol GONE has close -1.0 at {stamp}")):
+        align(broken, "1min", "2020-01-02", "2020-01-06", workers=3)

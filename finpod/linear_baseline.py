@@ -35,7 +35,7 @@ from finpod.data.panel import Panel
 from finpod.env.config import EnvConfig
 from finpod.errors import DataError
 from finpod.report.verdict import LINEAR_NAME
-from finpod.tilt import ScoreFn, TiltFit, TiltParams, fit_tilt, tilt_policy
+from finpod.tilt import BarScores, ScoreFn, TiltFit, TiltParams, fit_tilt, tilt_policy
 from podracer.api import Policy
 
 FIT_SEGMENT: Final[str] = "train"
@@ -201,7 +201,7 @@ def ridge_scores(panel: Panel, feature_index: Sequence[int], coefficients: torch
         cells = obs[:, : num_assets * num_features].view(-1, num_assets, num_features)
         return cells.index_select(2, constants["columns"]) @ constants["beta"]
 
-    return scores
+    return BarScores(scores)
 
 
 def policy_from_json(panel: Panel, fit: Mapping[str, Any]) -> Policy:

@@ -36,7 +36,7 @@ from finpod.data.signals import (
 )
 from finpod.env.config import EnvConfig
 from finpod.errors import SpecError
-from finpod.tilt import ScoreFn, TiltFit, TiltParams, fit_tilt, tilt_policy
+from finpod.tilt import BarScores, ScoreFn, TiltFit, TiltParams, fit_tilt, tilt_policy
 from podracer.api import Policy
 
 ONE_BAR: Final[str] = "xs_logret_1"
@@ -81,7 +81,9 @@ def signal_scores(panel: Panel, signal: SignalSpec) -> ScoreFn:
     """
     num_assets, num_features = panel.num_assets, panel.num_features
     if not signal.active:
-        return lambda obs: torch.zeros((obs.shape[0], num_assets), dtype=obs.dtype, device=obs.device)
+        return BarScores(
+            lambda obs: torch.zeros((obs.shape[0], num_assets), dtype=obs.dtype, device=obs.device)
+        )
     needed = {ONE_BAR} | ({SHORT} if signal.kind in ("reversal_5", "nonlinear") else set())
     needed |= {LONG} if signal.kind == "momentum_60" else set()
     needed |= {VOLUME} if signal.kind == "volume" else set()
@@ -113,7 +115,7 @@ def signal_scores(panel: Panel, signal: SignalSpec) -> ScoreFn:
         before = raw(obs, SHORT) - one
         return _zs(demeaned) * _zs(before)
 
-    return scores
+    return BarScores(scores)
 
 
 def oracle_policy(panel: Panel, signal: SignalSpec, params: TiltParams | None = None) -> Policy:

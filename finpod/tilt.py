@@ -42,6 +42,26 @@ from podracer.api import Policy
 
 ScoreFn = Callable[[torch.Tensor], torch.Tensor]
 """Observations ``(N, D)`` -> per-asset scores ``(N, M)`` (higher: a better next-bar return)."""
+
+
+@dataclass(frozen=True)
+class BarScores:
+    """A :data:`ScoreFn` that reads only the observation's per-asset feature cells, which every
+    account on the same bar shares, never its holdings (the oracle's signal, the linear baseline's
+    ridge; a pod's own scores see its holdings and are not one). A fit's batch of members on a few
+    bars is then scored once per bar (:func:`tilt_policy`'s ``bar_rows``).
+
+    Attributes:
+        scores: the function itself.
+    """
+
+    scores: ScoreFn
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        """Scores ``(N, M)`` of observations ``(N, D)``."""
+        return self.scores(obs)
+
+
 STD_FLOOR: Final[float] = 1e-12
 """Scores whose cross-sectional std is below this are flat: ``z = 0``."""
 TILTS: Final[tuple[float, ...]] = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
@@ -155,16 +175,31 @@ def tilt_weights(scores: torch.Tensor, current: torch.Tensor, params: torch.Tens
         current: ``(N, M)`` current weights (fractions of equity, from the observation).
         params: ``(N, 3)`` or ``(1, 3)`` rows of ``(tilt, top_fraction, band)``.
     """
-    num_assets = scores.shape[1]
-    tilt, top_fraction, band = params[:, 0:1], params[:, 1:2], params[:, 2:3]
+    z, rank = standardised_ranks(scores)
+    return member_weights(z, rank, current, params)
+
+
+def standardised_ranks(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cross-sectional z-scores ``(N, M)`` of ``scores`` (0 where flat) and each name's rank
+    ``(N, M)`` int64 by ``z``, 0 the highest (ties: the earlier name first): what :func:`tilt_weights`
+    needs of the scores, the same for every member."""
     centred = scores - scores.mean(dim=1, keepdim=True)
     spread = centred.square().mean(dim=1, keepdim=True).sqrt()
     z = torch.where(spread > STD_FLOOR, centred / spread.clamp_min(STD_FLOOR), 0.0)
+    order = z.argsort(dim=1, descending=True, stable=True)
+    ranks = torch.arange(z.shape[1], device=z.device).expand_as(order)
+    rank = torch.empty_like(order).scatter_(1, order, ranks)  # the inverse permutation: no second sort
+    return z, rank
+
+
+def member_weights(
+    z: torch.Tensor, rank: torch.Tensor, current: torch.Tensor, params: torch.Tensor
+) -> torch.Tensor:
+    """:func:`tilt_weights` from :func:`standardised_ranks`' ``(z, rank)``, each ``(N, M)``."""
+    num_assets = z.shape[1]
+    tilt, top_fraction, band = params[:, 0:1], params[:, 1:2], params[:, 2:3]
     raw = (1.0 + tilt * z).clamp_min(0.0)
     keep_count = torch.ceil(top_fraction * num_assets).clamp(1, num_assets)
-    order = z.argsort(dim=1, descending=True, stable=True)
-    ranks = torch.arange(num_assets, device=z.device).expand_as(order)
-    rank = torch.empty_like(order).scatter_(1, order, ranks)  # the inverse permutation: no second sort
     kept = rank < keep_count
     raw = torch.where(kept, raw, 0.0)
     total = raw.sum(dim=1, keepdim=True)
@@ -187,21 +222,34 @@ def current_weights(obs: torch.Tensor, num_assets: int, num_features: int) -> to
     return obs[:, start : start + num_assets]
 
 
-def tilt_policy(panel: Panel, score_fn: ScoreFn, params: TiltParams | Sequence[TiltParams]) -> Policy:
+def tilt_policy(
+    panel: Panel, score_fn: ScoreFn, params: TiltParams | Sequence[TiltParams], bar_rows: int = 0
+) -> Policy:
     """The family's deterministic policy on ``panel``'s observations.
 
     Args:
         panel: the market (its asset and feature counts give the observation's layout).
         score_fn: observations ``(N, D)`` -> scores ``(N, M)``.
         params: one member for every row, or one member per row (``N = len(params)``, a batch).
+        bar_rows: ``K > 0``: rows ``i`` and ``i + K`` of every batch are on the same bar (a fit's
+            members side by side), so a :class:`BarScores` ``score_fn`` scores the first ``K`` rows
+            only and the z-scores and ranks are repeated (the same numbers, a fraction of the
+            work); 0: every row is scored.
     """
     members = [params] if isinstance(params, TiltParams) else list(params)
     table = _params_tensor(members, panel.device)
     num_assets, num_features = panel.num_assets, panel.num_features
+    shared = bar_rows if isinstance(score_fn, BarScores) else 0
 
     def act(obs: torch.Tensor) -> torch.Tensor:
         current = current_weights(obs, num_assets, num_features)
-        return tilt_weights(score_fn(obs), current, table.to(obs.device))
+        count = obs.shape[0]
+        if 0 < shared < count and count % shared == 0:
+            z, rank = standardised_ranks(score_fn(obs[:shared]))
+            z, rank = z.repeat(count // shared, 1), rank.repeat(count // shared, 1)
+        else:
+            z, rank = standardised_ranks(score_fn(obs))
+        return member_weights(z, rank, current, table.to(obs.device))
 
     return act
 
@@ -241,15 +289,14 @@ def chunked_sharpes(
     first_bar, stop = panel.segment(segment)
     plan = chunk_plan(stop - first_bar, max(1, (stop - first_bar) // FIT_CHUNK_BARS), FIT_WARMUP_BARS)
     if plan.num_chunks == 1:
-        return batch_sharpes(
-            panel, segment, config, tilt_policy(panel, score_fn, members), len(members), device
-        )
+        policy = tilt_policy(panel, score_fn, members, bar_rows=1)  # every env on the same bar
+        return batch_sharpes(panel, segment, config, policy, len(members), device)
     rows = [member for member in members for _ in range(plan.num_chunks)]  # member p: rows p K .. p K + K - 1
     curves = chunked_equities(
         panel,
         segment,
         backtest_config(config, panel, segment),
-        tilt_policy(panel, score_fn, rows),
+        tilt_policy(panel, score_fn, rows, bar_rows=plan.num_chunks),  # chunk k: rows k, K + k, ...
         len(members),
         device,
         plan,

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
 
+from finpod import tilt as tilt_module
 from finpod.data.panel import Panel
 from finpod.data.panel_builder import build_panel
 from finpod.data.signals import SignalSpec
 from finpod.data.synth import synth_market
 from finpod.env.config import EnvConfig
 from finpod.errors import SpecError
+from finpod.linear_baseline import ridge_scores
 from finpod.oracle import (
     equal_weight_policy,
     fit_oracle,
@@ -22,7 +25,7 @@ from finpod.oracle import (
     share_captured,
     signal_scores,
 )
-from finpod.tilt import TiltParams, fit_tilt, tilt_weights
+from finpod.tilt import BarScores, TiltParams, chunked_sharpes, default_grid, fit_tilt, tilt_weights
 
 SEGMENTS = {
     "train": ("2016-01-04", "2016-12-30"),
@@ -132,3 +135,46 @@ def test_the_oracle_is_fitted_on_train_only_and_is_the_best_member_there() -> No
     train = fit_tilt(panel, "train", CONFIG, signal_scores(panel, signal), CPU, grid=members)
     assert train.params == oracle.fit.params
     assert train.sharpe == pytest.approx(oracle.fit.sharpe)
+
+
+def _bar_scores(panel: Panel, source: str) -> BarScores:
+    """The oracle's scores of a planted kind, or a ridge's on three features."""
+    if source == "ridge":
+        index = [panel.feature_names.index(name) for name in ("xs_logret_1", "xs_logret_5", "volume_z_30")]
+        scores = ridge_scores(panel, index, torch.tensor([-0.3, 0.2, 0.05], dtype=torch.float64))
+    else:
+        scores = signal_scores(panel, SignalSpec(source, 0.1))  # type: ignore[arg-type]
+    assert isinstance(scores, BarScores)
+    return scores
+
+
+@pytest.mark.parametrize("chunk_bars", [0, 60])
+@pytest.mark.parametrize("source", ["volume", "nonlinear", "ridge"])
+def test_a_fit_scores_each_bar_once_and_gets_the_same_sharpes(
+    monkeypatch: pytest.MonkeyPatch, source: str, chunk_bars: int
+) -> None:
+    """Features-only scores (:class:`BarScores`: the oracle's, the ridge's) are computed once per
+    bar for a fit's members side by side, in one pass (``chunk_bars`` 0) and in chunks: every
+    member's Sharpe is the same as with every account scored, bit for bit."""
+    if chunk_bars:
+        monkeypatch.setattr(tilt_module, "FIT_CHUNK_BARS", chunk_bars)
+        monkeypatch.setattr(tilt_module, "FIT_WARMUP_BARS", 7)
+    panel = _panel(SignalSpec("nonlinear" if source == "ridge" else source, 0.1))  # type: ignore[arg-type]
+    scores = _bar_scores(panel, source)
+    rows_scored: dict[str, list[int]] = {"shared": [], "every": []}
+
+    def counted(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+        def score(obs: torch.Tensor) -> torch.Tensor:
+            rows_scored[name].append(obs.shape[0])
+            return scores(obs)
+
+        return score
+
+    members = default_grid(panel.num_assets)
+    shared = chunked_sharpes(panel, "train", CONFIG, BarScores(counted("shared")), members, CPU)
+    every = chunked_sharpes(panel, "train", CONFIG, counted("every"), members, CPU)
+    bars_side_by_side = 1 if chunk_bars == 0 else 4
+    assert set(rows_scored["shared"]) == {bars_side_by_side}  # one row per bar
+    assert set(rows_scored["every"]) == {len(members) * bars_side_by_side}  # every account
+    assert shared.tolist() == every.tolist()
+    assert len(set(shared.tolist())) > 10  # the members trade differently

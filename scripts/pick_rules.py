@@ -5,6 +5,9 @@ Reads the JSON of ``finpod bench skill ... --snapshots --json`` runs (one file e
 seeds and cases) and prints, per run, the held-out Sharpe minus equal weight's of the policy each
 rule picks (its validation tracking error after the slash), then the mean and median over runs.
 
+Gates (``gate z``, ``deflated``: :data:`GATES`) keep the tournament's own pick or trade equal weight
+instead (a held-out edge of 0, printed ``EW``).
+
 Rules: ``score`` (the tournament's own pick: the best validation score), ``shrunk t`` (the best
 validation Sharpe with its edge over equal weight shrunk by its standard error, prior spread ``t``:
 :func:`finpod.report.verdict.shrunk_sharpe`), ``lcb z`` (the best edge minus ``z`` standard errors)
@@ -24,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from finpod.report.verdict import shrink_edge
+from finpod.report.verdict import expected_maximum_sharpe, shrink_edge
 
 SCORE, POD = 2, 3
 VALIDATION_SHARPE, TRACKING_ERROR, EQUAL_SHARPE, VARIANCE, HELD_OUT_EDGE = 7, 9, 10, 11, 12
@@ -53,6 +56,35 @@ def lower_bound(z: float) -> Rule:
     return value
 
 
+Gate = Callable[[Sequence[Any], Sequence[Sequence[Any]]], bool]
+"""(the tournament's pick, every validated row) -> keep the pick (else trade equal weight)."""
+
+
+def edge_z(row: Sequence[Any]) -> float:
+    """The pick's continuous validation edge over equal weight in standard errors (-inf unmeasured)."""
+    variance = float(row[VARIANCE])
+    if not (math.isfinite(variance) and variance > 0.0):
+        return -math.inf
+    return (float(row[VALIDATION_SHARPE]) - float(row[EQUAL_SHARPE])) / math.sqrt(variance)
+
+
+def z_gate(z: float) -> Gate:
+    """Keep the pick when its validation edge over equal weight is at least ``z`` standard errors."""
+    return lambda pick, rows: edge_z(pick) >= z
+
+
+def deflated_gate(pick: Sequence[Any], rows: Sequence[Sequence[Any]]) -> bool:
+    """Keep the pick when its validation edge beats the largest edge ``len(rows)`` skill-less trials
+    with the rows' spread of edges would show (:func:`~finpod.report.verdict.expected_maximum_sharpe`)."""
+    edges = [float(r[VALIDATION_SHARPE]) - float(r[EQUAL_SHARPE]) for r in rows]
+    spread = statistics.variance(edges) if len(edges) > 1 else 0.0
+    edge = float(pick[VALIDATION_SHARPE]) - float(pick[EQUAL_SHARPE])
+    return edge > expected_maximum_sharpe(len(rows), spread)
+
+
+GATES: dict[str, Gate] = {"gate 1": z_gate(1.0), "gate 2": z_gate(2.0), "deflated": deflated_gate}
+"""Gates on the tournament's own pick: equal weight (held-out edge 0) where they close."""
+
 RULES: dict[str, tuple[Rule, bool]] = {
     "score": (lambda row: float(row[SCORE]), False),
     "shrunk 0.5": (shrunk(0.5), False),
@@ -79,8 +111,8 @@ def main(paths: Sequence[str]) -> int:
     if not paths:
         print("usage: python scripts/pick_rules.py RUN.json [RUN.json ...]", file=sys.stderr)
         return 2
-    picks: dict[str, list[float]] = {name: [] for name in RULES}
-    print(f"{'run':<34}" + "".join(f"{name:>14}" for name in RULES))
+    picks: dict[str, list[float]] = {name: [] for name in (*RULES, *GATES)}
+    print(f"{'run':<34}" + "".join(f"{name:>14}" for name in picks))
     for path in paths:
         for seed in json.loads(Path(path).read_text())["seeds"]:
             for contender, result in seed["contenders"].items():
@@ -92,6 +124,15 @@ def main(paths: Sequence[str]) -> int:
                     pick = max(leaderboard(rows) if board_only else rows, key=value)
                     picks[name].append(float(pick[HELD_OUT_EDGE]))
                     cells.append(f"{float(pick[HELD_OUT_EDGE]):+6.2f}/{float(pick[TRACKING_ERROR]):.2f}")
+                own = max(rows, key=RULES["score"][0])
+                for name, gate in GATES.items():
+                    kept = gate(own, rows)
+                    picks[name].append(float(own[HELD_OUT_EDGE]) if kept else 0.0)
+                    cells.append(
+                        f"{float(own[HELD_OUT_EDGE]):+6.2f}/{float(own[TRACKING_ERROR]):.2f}"
+                        if kept
+                        else "EW"
+                    )
                 label = f"{seed['case']} {seed['seed']} {contender.split('/')[0]}"
                 print(f"{label:<34}" + "".join(f"{cell:>14}" for cell in cells))
     if not picks["score"]:

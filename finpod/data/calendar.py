@@ -220,25 +220,49 @@ def _timestamps_ns(bars: pd.DataFrame) -> np.ndarray:
     return pd.DatetimeIndex(column).tz_convert("UTC").as_unit("ns").asi8
 
 
-def _grid_rows(grid: CalendarGrid, stamps_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Grid row of every stamp (-1 when off the grid) and whether it lies inside the date window."""
+@dataclass(frozen=True)
+class _GridLookup:
+    """Grid row by day (``1d``) or by minute of the window (``1min``): ``table[unit - first_unit]``
+    is the row of that day or minute, -1 off the grid. Built once per :func:`align`, read by its threads."""
+
+    frequency: str
+    table: np.ndarray
+    window_start_ns: int
+    """``1min``: the window's first instant (New York midnight of the first session, in UTC)."""
+    window_span_ns: int
+    first_day: int
+    last_day: int
+
+
+def _grid_lookup(grid: CalendarGrid) -> _GridLookup:
+    """The :class:`_GridLookup` of ``grid``."""
     first_day = int(grid.session_dates[0].value // NS_PER_DAY)
     last_day = int(grid.session_dates[-1].value // NS_PER_DAY)
     if grid.frequency == "1d":
-        days = session_day_numbers(stamps_ns)
-        inside = (days >= first_day) & (days <= last_day)
         table = np.full(last_day - first_day + 1, -1, dtype=np.int64)
         table[grid.session_dates.asi8 // NS_PER_DAY - first_day] = np.arange(grid.num_bars)
-        rows = np.where(inside, table[np.clip(days - first_day, 0, table.shape[0] - 1)], -1)
-        return rows, inside
+        return _GridLookup(grid.frequency, table, 0, 0, first_day, last_day)
     window = pd.DatetimeIndex(
         [grid.session_dates[0], grid.session_dates[-1] + pd.Timedelta(days=1)]
     ).tz_localize(EXCHANGE_TIMEZONE)
     window_start_ns, window_end_ns = (int(v) for v in window.tz_convert("UTC").as_unit("ns").asi8)
-    offset = stamps_ns - window_start_ns
-    inside = offset.view(np.uint64) < np.uint64(window_end_ns - window_start_ns)  # 0 <= offset < span
     table = np.full((window_end_ns - window_start_ns) // NS_PER_MINUTE, -1, dtype=np.int64)
     table[(grid.timestamps_ns - window_start_ns) // NS_PER_MINUTE] = np.arange(grid.num_bars)
+    return _GridLookup(
+        grid.frequency, table, window_start_ns, window_end_ns - window_start_ns, first_day, last_day
+    )
+
+
+def _grid_rows(lookup: _GridLookup, stamps_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Grid row of every stamp (-1 when off the grid) and whether it lies inside the date window."""
+    table = lookup.table
+    if lookup.frequency == "1d":
+        days = session_day_numbers(stamps_ns)
+        inside = (days >= lookup.first_day) & (days <= lookup.last_day)
+        rows = np.where(inside, table[np.clip(days - lookup.first_day, 0, table.shape[0] - 1)], -1)
+        return rows, inside
+    offset = stamps_ns - lookup.window_start_ns
+    inside = offset.view(np.uint64) < np.uint64(lookup.window_span_ns)  # 0 <= offset < span
     minute = offset // NS_PER_MINUTE
     rows = np.take(table, minute, mode="clip")
     rows[~(inside & (minute * NS_PER_MINUTE == offset))] = -1
@@ -307,20 +331,19 @@ def align_workers() -> int:
     return max(1, min(ALIGN_MAX_WORKERS, cores))
 
 
-@dataclass(frozen=True)
-class _Placement:
-    """Where one chunk of input rows lands: ``cell`` (``(M, T)`` flat index, the spare cell for a
-    row that is not placed) and how many of its rows fell inside the window on a wanted symbol
-    (``selected``) and on the grid (``placed``)."""
-
-    cell: np.ndarray
-    selected: int
-    placed: int
-
-
 def _chunk_codes(bars: pd.DataFrame, first: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """Symbol codes of rows ``first:stop`` and the names they index (this chunk's own numbering)."""
+    """Symbol codes of rows ``first:stop`` and the names they index (this chunk's own numbering).
+
+    Raises:
+        DataError: a row has no symbol (a null).
+    """
     codes, uniques = pd.factorize(bars["symbol"].iloc[first:stop], sort=False)
+    missing = np.flatnonzero(codes < 0)
+    if missing.size:
+        raise DataError(
+            f"bar row {first + int(missing[0])} has no symbol; "
+            "fix: fill in the symbol or drop the rows without one"
+        )
     return codes, np.asarray(uniques, dtype=object)
 
 
@@ -329,19 +352,21 @@ def _place(
     rows: slice,
     codes: np.ndarray,
     names: np.ndarray,
-    grid: CalendarGrid,
+    lookup: _GridLookup,
+    num_rows: int,
     column_of_name: dict[str, int],
-) -> _Placement:
-    """The cells of input rows ``rows`` on the ``(M, T)`` symbol-major grid (see :func:`align`)."""
-    num_rows = grid.num_bars
+) -> tuple[np.ndarray, int, int]:
+    """Where input rows ``rows`` land on the ``(M, T)`` symbol-major grid of ``num_rows`` rows (see
+    :func:`align`): each row's flat cell (the spare cell ``M T`` when it is not placed), and how
+    many of them fell inside the window on a wanted symbol and how many on the grid."""
     trash = num_rows * len(column_of_name)
     column_of_code = np.array([column_of_name.get(str(n), -1) for n in names], dtype=np.int64)
     cols = column_of_code[codes] if codes.size else np.zeros(0, dtype=np.int64)
-    grid_row, inside = _grid_rows(grid, _timestamps_ns(bars.iloc[rows]))
+    grid_row, inside = _grid_rows(lookup, _timestamps_ns(bars.iloc[rows]))
     selected = inside & (cols >= 0)
     placed = selected & (grid_row >= 0)
     cell = np.where(placed, cols * num_rows + grid_row, trash)
-    return _Placement(cell, int(np.count_nonzero(selected)), int(np.count_nonzero(placed)))
+    return cell, int(np.count_nonzero(selected)), int(np.count_nonzero(placed))
 
 
 def _fill_block(cells: dict[str, np.ndarray], real: np.ndarray) -> tuple[np.ndarray, int]:
@@ -393,11 +418,12 @@ def align(
 ) -> AlignedBars:
     """Reindex long bar-schema ``bars`` onto the XNAS grid of ``start..end`` (dates inclusive).
 
-    The work runs on ``workers`` threads: input rows are placed a chunk at a time, then symbols are
-    filled, checked and transposed a block at a time. Cells are placed symbol-major, ``(M, T)``,
-    and transposed once: a dataset's rows are sorted by symbol then time (:mod:`finpod.data.store`),
-    so each symbol's bars land on contiguous cells (a ``(T, M)`` scatter strides by ``M``). Every
-    cell has one writer, so the arrays are the same whatever ``workers`` is (tested).
+    The work runs on ``workers`` threads: input rows are placed a chunk at a time, symbols are
+    checked and filled a block at a time, then each array is transposed. Cells are placed
+    symbol-major, ``(M, T)``, and transposed once: a dataset's rows are sorted by symbol then time
+    (:mod:`finpod.data.store`), so each symbol's bars land on contiguous cells (a ``(T, M)``
+    scatter strides by ``M``). Every cell has one writer, so the arrays are the same whatever
+    ``workers`` is (tested).
 
     Args:
         bars: long frame in the bar schema (:mod:`finpod.data.schema`), any row order.
@@ -406,20 +432,24 @@ def align(
         end: last session date.
         symbols: the columns to build, in order; None takes every symbol of ``bars`` (sorted).
         regular_hours_only: see :func:`calendar_grid`.
-        workers: threads to use; None: :func:`align_workers`.
+        workers: threads to use (>= 1); None: :func:`align_workers`.
 
     Returns:
         The aligned ``(T, M)`` float32 arrays, the real-bar mask, first-bar rows and counts.
 
     Raises:
-        DataError: naive timestamps, a duplicate ``(symbol, bar)``, a non-positive / non-finite
-            price, high below low or open/close outside [low, high], or a negative volume.
+        DataError: naive timestamps, a row without a symbol, a duplicate ``(symbol, bar)``, a
+            non-positive / non-finite price, high below low or open/close outside [low, high], or a
+            negative volume.
     """
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1 (or None for align_workers()), got {workers}")
+    threads = workers or align_workers()
     grid = calendar_grid(freq, start, end, regular_hours_only=regular_hours_only)
+    lookup = _grid_lookup(grid)
     _timestamps_ns(bars.iloc[:0])  # naive stamps: the error before any work
     num_inputs = len(bars)
     bounds = [(a, min(a + ALIGN_CHUNK_ROWS, num_inputs)) for a in range(0, num_inputs, ALIGN_CHUNK_ROWS)]
-    threads = workers or align_workers()
     with ThreadPoolExecutor(max_workers=threads) as pool:
         chunk_codes = list(pool.map(lambda bound: _chunk_codes(bars, *bound), bounds))
         if symbols is None:
@@ -430,31 +460,33 @@ def align(
         column_of_name = {s: i for i, s in enumerate(columns)}
         num_rows, num_cols = grid.num_bars, len(columns)
         trash = num_rows * num_cols  # one spare cell receives every bar that is not placed
-        cells = {name: np.empty(trash + 1, dtype=np.float32) for name in (*PRICE_COLUMNS, "volume")}
-        real_cells = np.zeros(trash + 1, dtype=bool)  # cells without a bar are filled below
+        staged = {name: np.empty(trash + 1, dtype=np.float32) for name in (*PRICE_COLUMNS, "volume")}
+        staged["real"] = np.zeros(trash + 1, dtype=bool)  # cells without a bar are filled below
+        cells = {name: staged[name] for name in (*PRICE_COLUMNS, "volume")}
 
-        def place(chunk: int) -> _Placement:
+        def place(chunk: int) -> tuple[int, int]:
             first, stop = bounds[chunk]
             codes, names = chunk_codes[chunk]
-            placement = _place(bars, slice(first, stop), codes, names, grid, column_of_name)
-            for name, cell in cells.items():
-                cell[placement.cell] = bars[name].to_numpy(dtype=np.float64, copy=False)[first:stop]
-            real_cells[placement.cell] = True
-            return placement
+            cell, selected, placed = _place(
+                bars, slice(first, stop), codes, names, lookup, num_rows, column_of_name
+            )
+            for name, values in cells.items():
+                values[cell] = bars[name].iloc[first:stop].to_numpy(dtype=np.float64)
+            staged["real"][cell] = True
+            return selected, placed
 
-        placements = list(pool.map(place, range(len(bounds))))
+        counted = list(pool.map(place, range(len(bounds))))
         chunk_codes.clear()
-        placed_count = sum(p.placed for p in placements)
-        off_calendar = sum(p.selected for p in placements) - placed_count
-        del placements
+        placed_count = sum(placed for _, placed in counted)
+        off_calendar = sum(selected for selected, _ in counted) - placed_count
 
         def symbol_major(cell: np.ndarray) -> np.ndarray:
             return cell[:trash].reshape(num_cols, num_rows)
 
-        real_by_symbol = symbol_major(real_cells)
+        real_by_symbol = symbol_major(staged["real"])
         real_count = int(np.count_nonzero(real_by_symbol))
         if real_count != placed_count:
-            _raise_duplicates(bars, grid, column_of_name, freq)
+            _raise_duplicates(bars, lookup, num_rows, column_of_name, freq)
         block_cols = max(1, -(-num_cols // (4 * threads)))
         blocks = [slice(c, min(c + block_cols, num_cols)) for c in range(0, num_cols, block_cols)]
 
@@ -465,18 +497,23 @@ def align(
         if not all(pool.map(block_ok, blocks)):  # name the first bad bar in (T, M) order, as ever
             transposed = {name: np.ascontiguousarray(symbol_major(cell).T) for name, cell in cells.items()}
             _check_prices(transposed, np.ascontiguousarray(real_by_symbol.T), grid, columns)
-        arrays = {name: np.empty((num_rows, num_cols), dtype=np.float32) for name in cells}
-        real = np.empty((num_rows, num_cols), dtype=bool)
 
-        def fill(block: slice) -> tuple[np.ndarray, int]:
+        def fill(block: slice) -> tuple[np.ndarray, int]:  # in place: each block's rows are its own
             own = {name: symbol_major(cell)[block] for name, cell in cells.items()}
-            first_bar, before = _fill_block(own, real_by_symbol[block])
-            for name, values in own.items():
-                arrays[name][:, block] = values.T
-            real[:, block] = real_by_symbol[block].T
-            return first_bar, before
+            return _fill_block(own, real_by_symbol[block])
 
         filled = list(pool.map(fill, blocks))
+        cells.clear()
+
+        def to_time_major(name: str) -> np.ndarray:
+            """``(T, M)`` C-ordered copy of one staged array, which is then dropped (one extra array
+            alive per thread, not all of them)."""
+            array = np.ascontiguousarray(symbol_major(staged[name]).T)
+            del staged[name]
+            return array
+
+        names = list(staged)
+        arrays = dict(zip(names, pool.map(to_time_major, names), strict=True))
     first_bar = np.concatenate([f for f, _ in filled]) if filled else np.zeros(0, dtype=np.int64)
     before_count = sum(b for _, b in filled)
     counts = AlignmentCounts(
@@ -493,17 +530,17 @@ def align(
         low=arrays["low"],
         close=arrays["close"],
         volume=arrays["volume"],
-        real=real,
+        real=arrays["real"],
         first_bar=first_bar,
         counts=counts,
     )
 
 
 def _raise_duplicates(
-    bars: pd.DataFrame, grid: CalendarGrid, column_of_name: dict[str, int], freq: str
+    bars: pd.DataFrame, lookup: _GridLookup, num_rows: int, column_of_name: dict[str, int], freq: str
 ) -> None:
     """Name the first duplicate ``(symbol, bar)`` of ``bars`` (the error path: one pass over all rows)."""
     codes, names = _chunk_codes(bars, 0, len(bars))
-    placement = _place(bars, slice(0, len(bars)), codes, names, grid, column_of_name)
-    placed = placement.cell < grid.num_bars * len(column_of_name)
-    _raise_duplicate(placement.cell[placed], _timestamps_ns(bars)[placed], codes[placed], names, freq)
+    cell, _, _ = _place(bars, slice(0, len(bars)), codes, names, lookup, num_rows, column_of_name)
+    placed = cell < num_rows * len(column_of_name)
+    _raise_duplicate(cell[placed], _timestamps_ns(bars)[placed], codes[placed], names, freq)

@@ -269,3 +269,16 @@ def test_align_names_the_same_bad_bar_whatever_the_chunks(monkeypatch: pytest.Mo
     stamp = broken.loc[first_gone, "timestamp"].isoformat()
     with pytest.raises(DataError, match=re.escape(f"symbol GONE has close -1.0 at {stamp}")):
         align(broken, "1min", "2020-01-02", "2020-01-06", workers=3)
+
+
+def test_align_refuses_a_bar_without_a_symbol(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A null symbol (a frame handed straight to align, not through the importers) is named by its
+    row, in any chunk (it once landed on another symbol's column)."""
+    bars = _messy_minutes()
+    bars["symbol"] = bars["symbol"].astype(object)
+    bars.loc[150, "symbol"] = None
+    monkeypatch.setattr(calendar, "ALIGN_CHUNK_ROWS", 97)
+    with pytest.raises(DataError, match="bar row 150 has no symbol; fix: fill in the symbol"):
+        align(bars, "1min", "2020-01-02", "2020-01-06", workers=2)
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        align(bars, "1min", "2020-01-02", "2020-01-06", workers=0)

@@ -80,7 +80,13 @@ from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import backtest_panel, selection_panel
 from finpod.pipeline.main import TRAJECTORY_PREFIX, select
 from finpod.pipeline.training import ValidationScore, deterministic_policy
-from finpod.report.verdict import SESSIONS_PER_YEAR, judge, sharpe_difference_variance, shrunk_sharpe
+from finpod.report.verdict import (
+    SESSIONS_PER_YEAR,
+    gate_pick,
+    judge,
+    sharpe_difference_variance,
+    shrunk_sharpe,
+)
 from finpod.spec import Spec
 from finpod.spec.overrides import apply_overrides
 from podracer.api import (
@@ -94,6 +100,9 @@ from podracer.api import (
 )
 
 POOL_SIZE: Final[int] = 4
+PICK: Final[str] = "pick"
+"""The held-out figures of a run's pick (:func:`finpod.report.verdict.pick_verdict`): ``best``'s
+when it beat equal weight on validation by ``PICK_GATE_SE`` standard errors, else equal weight's."""
 EVAL_EVERY_ROUNDS: Final[int] = 2
 """Training rounds between validation scores (2 x 8 steps x 32 envs = 512 env steps): 128 scores per
 contender, so the tournament can judge, exploit and explore 100+ times within the budget."""
@@ -243,8 +252,8 @@ class ContenderResult:
     """One contender on one seed: held-out Sharpe of its traders and what it cost.
 
     Attributes:
-        sharpe: trader name (``best``, and ``ensemble`` and ``trajectory`` for the tournament) ->
-            held-out Sharpe.
+        sharpe: trader name (``best``, its :data:`PICK` (``best`` or equal weight), and
+            ``ensemble`` and ``trajectory`` for the tournament) -> held-out Sharpe.
         share: trader name -> share of the oracle's held-out edge captured (NaN without an edge).
         dsr: trader name -> deflated Sharpe ratio of its held-out return over equal weight
             (:func:`finpod.report.verdict.judge`), every validation score the contender computed
@@ -753,7 +762,8 @@ def run_seed(
     oracle_fit = fit_oracle(full, case.signal, reference.eval_config, device)  # its train segment only
     oracle_returns = reference.held_out(oracle_fit.policy)
     oracle = returns_sharpe(oracle_returns)
-    equal_returns = reference.held_out(equal_weight_policy(case.n_symbols))
+    equal_policy = equal_weight_policy(case.n_symbols)
+    equal_returns = reference.held_out(equal_policy)
     equal = returns_sharpe(equal_returns)
     edge_variance = sharpe_difference_variance(oracle_returns.to_numpy(float), equal_returns.to_numpy(float))
     linear = fit_linear_trader(selection, reference.eval_config, device)
@@ -766,6 +776,11 @@ def run_seed(
             policies, steps = _RUNNERS[name](problem)
             seconds = problem.seconds
             held_out = {trader: problem.held_out(policy) for trader, policy in policies.items()}
+            if "best" in policies:  # the run's pick: best, or equal weight when it did not show its edge
+                pick = gate_pick(
+                    problem.validation_returns(policies["best"]), problem.validation_returns(equal_policy)
+                )
+                held_out[PICK] = held_out["best"] if pick.trader == "best" else equal_returns
             sharpe = {trader: returns_sharpe(returns) for trader, returns in held_out.items()}
             dsr = {
                 trader: _nan_if_none(judge(trader, returns, equal_returns, problem.trials).dsr)

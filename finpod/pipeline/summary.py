@@ -11,7 +11,7 @@ from rich.table import Table
 
 from finpod.backtest.result import BacktestResult
 from finpod.report import metrics_table
-from finpod.report.verdict import LINEAR_NAME, segment_verdicts, validation_trial_scores
+from finpod.report.verdict import LINEAR_NAME, pick_verdict, segment_verdicts, validation_trial_scores
 
 PERCENT_COLUMNS = ("cumulative_return", "annual_return", "annual_volatility", "max_drawdown")
 RATIO_COLUMNS = ("sharpe_ratio", "sortino_ratio", "calmar_ratio")
@@ -53,7 +53,9 @@ def summary_dict(
     Keys: ``segment``, ``start``, ``end`` (ISO dates), ``traders`` (``{name: {metric: number}}``,
     fractions and ratios as in ``metrics.json``), ``validation_sharpe`` (``{name: number}``, when a
     validation result is given), ``notes`` and ``verdict`` (``{trader: verdict}`` against equal
-    weight, as in ``metrics.json``; the DSR counts the trials of ``run_dir``'s tournament log).
+    weight, as in ``metrics.json``; the DSR counts the trials of ``run_dir``'s tournament log),
+    ``verdict_vs_linear`` and ``pick`` (:func:`~finpod.report.verdict.pick_verdict`; None without a
+    validation result).
     """
     figures = metrics_table(backtest).to_dict(orient="index")
     out: dict[str, Any] = {
@@ -70,6 +72,8 @@ def summary_dict(
     out["verdict"] = {name: verdict.to_json() for name, verdict in segment_verdicts(backtest, trials).items()}
     versus_linear = segment_verdicts(backtest, trials, LINEAR_NAME)
     out["verdict_vs_linear"] = {name: verdict.to_json() for name, verdict in versus_linear.items()}
+    pick = None if validation is None else pick_verdict(validation)
+    out["pick"] = None if pick is None else pick.to_json()
     return out
 
 
@@ -81,7 +85,9 @@ def print_summary(
     run_dir: Path | None = None,
 ) -> None:
     """Print the segment table, two verdict lines per learned trader (against equal weight, then
-    against the linear baseline when the segment has it), the notes and the report's path.
+    against the linear baseline when the segment has it), the run's pick (:func:`pick_verdict`: the
+    selected trader, or equal weight when it did not beat it on validation), the notes and the
+    report's path.
 
     The verdict's DSR counts the validation scores in ``run_dir``'s tournament log (none: no DSR).
     """
@@ -91,6 +97,9 @@ def print_summary(
         console.print(f"verdict: {verdict.sentence}", soft_wrap=True, markup=False)
     for verdict in segment_verdicts(backtest, trials, LINEAR_NAME).values():
         console.print(f"verdict: {verdict.sentence}", soft_wrap=True, markup=False)
+    pick = None if validation is None else pick_verdict(validation)
+    if pick is not None:
+        console.print(pick.sentence, soft_wrap=True, markup=False)
     for note in backtest.notes:
         console.print(f"note: {note}")
     if report_html is not None:

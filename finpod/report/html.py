@@ -101,6 +101,7 @@ def render_html(
     caveats: list[str] | None = None,
     winner: WinnerDetails | None = None,
     verdicts: list[dict[str, Any]] | None = None,
+    pick: dict[str, Any] | None = None,
 ) -> str:
     """Fill the report template.
 
@@ -121,6 +122,7 @@ def render_html(
         winner: the selected agent's lineage and hyper-parameters, or ``None``.
         verdicts: each learned trader against equal weight
             (:meth:`finpod.report.verdict.Verdict.to_json`), shown at the top of the page.
+        pick: the run's pick (:meth:`finpod.report.verdict.PickVerdict.to_json`), shown with them.
 
     Returns:
         The whole HTML document.
@@ -146,5 +148,6 @@ def render_html(
         caveats=caveats or [],
         winner=winner,
         verdicts=verdicts or [],
+        pick=pick,
         sessions_per_year=SESSIONS_PER_YEAR,
     )

@@ -25,6 +25,8 @@ Layout of ``out_dir`` (everything written atomically):
      "verdict": {"benchmark": "equal_weight", "segment": "backtest", "confidence": 0.95,
          "bootstrap": {...}, "num_trials": N, "traders": {name: {see finpod.report.verdict.Verdict}}},
      "verdict_vs_linear": {the same block, "benchmark": "linear"} (when the run has the baseline),
+     "pick": {see finpod.report.verdict.PickVerdict: the selected trader, or equal weight when it did
+         not beat it on validation by PICK_GATE_SE standard errors} (null without a validation segment),
      "linear_baseline": null | {"ridge": {"coefficients": {feature: number}, "penalty", ...},
          "trading": {"family", "params": {"tilt", "top_fraction", "band"}, "fit_segment", ...}}}
 
@@ -77,6 +79,7 @@ from finpod.report.verdict import (
     CONFIDENCE,
     LINEAR_NAME,
     Verdict,
+    pick_verdict,
     segment_verdicts,
     validation_trial_scores,
 )
@@ -246,6 +249,7 @@ def write_report(
         trials = validation_trial_scores(out_dir)
         verdicts = segment_verdicts(backtest, trials)
         linear_verdicts = segment_verdicts(backtest, trials, LINEAR_NAME)
+        pick = None if validation is None else pick_verdict(validation)
         plots = render_plots(backtest, history, out_dir / PLOTS_DIR) if render else []
         if render:
             plots.insert(min(2, len(plots)), render_excess_return_plot(backtest, out_dir / PLOTS_DIR))
@@ -272,6 +276,7 @@ def write_report(
         "segments": segments,
         "verdict": verdict_json(verdicts),
         "verdict_vs_linear": verdict_json(linear_verdicts, LINEAR_NAME) if linear_verdicts else None,
+        "pick": None if pick is None else pick.to_json(),
         "linear_baseline": linear_baseline,
     }
     write_text_atomic(out_dir / METRICS_FILE, _json_text(metrics_json))
@@ -300,6 +305,7 @@ def write_report(
         caveats=short_segment_caveats(backtest, validation),
         winner=winner_details(leaderboard_entries, _ensemble_k(spec)),
         verdicts=[verdict.to_json() for verdict in [*verdicts.values(), *linear_verdicts.values()]],
+        pick=None if pick is None else pick.to_json(),
     )
     write_text_atomic(out_dir / HTML_FILE, html)
     return dataclasses.replace(

@@ -32,6 +32,10 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         assert column in result.stdout
     for trader in ("best", "ensemble_top2", "equal_weight", "market", "cash"):
         assert trader in result.stdout
+    pick = json.loads((run_dir / "metrics.json").read_text())["pick"]
+    assert pick["trader"] in ("best", "equal_weight")
+    assert pick["sentence"] in result.stdout  # the run's pick, after the verdicts
+    assert 'id="pick"' in (run_dir / "report.html").read_text()
     return run_dir
 
 

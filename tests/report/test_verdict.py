@@ -18,10 +18,13 @@ from finpod.pipeline.summary import print_summary, summary_dict
 from finpod.report import write_report
 from finpod.report.verdict import (
     EVENTS_FILE,
+    PICK_GATE_SE,
     deflated_sharpe_ratio,
     expected_maximum_sharpe,
+    gate_pick,
     judge,
     mean_block_length,
+    pick_verdict,
     probabilistic_sharpe_ratio,
     sharpe_difference_variance,
     shrunk_sharpe,
@@ -272,3 +275,59 @@ def test_the_shrunk_sharpe_prefers_the_better_measured_edge() -> None:
     assert sharpe(benchmark) < shrunk_sharpe(loose, benchmark, 0.5) < sharpe(loose)
     assert shrunk_sharpe(loose, benchmark, 1e9) == pytest.approx(sharpe(loose))
     assert shrunk_sharpe(loose, benchmark, 1e-9) == pytest.approx(sharpe(benchmark))
+
+
+def test_the_pick_is_the_selected_trader_only_when_it_showed_its_edge_on_validation(tmp_path: Path) -> None:
+    """``pick_verdict``: best when its validation edge over equal weight is >= 1 standard error of the
+    paired Sharpe difference, else equal weight; in metrics.json, the summary and the page."""
+    rng = np.random.default_rng(7)
+    market = rng.normal(0.0003, 0.01, 250)
+    skilled = market + rng.normal(0.0015, 0.003, 250)  # a real edge: several standard errors
+    lucky = market + rng.normal(0.0, 0.003, 250)  # noise around equal weight
+    strong = gate_pick(skilled, market)
+    assert (strong.trader, strong.selected) == ("best", "best")
+    assert strong.edge_se is not None
+    assert strong.edge_se >= PICK_GATE_SE
+    assert strong.standard_error == pytest.approx(math.sqrt(sharpe_difference_variance(skilled, market)))
+    assert strong.sentence.startswith("pick: best (its validation edge over equal weight, +")
+    weak = gate_pick(lucky, market)
+    assert weak.edge_se is not None
+    assert weak.edge_se < PICK_GATE_SE
+    assert weak.trader == "equal_weight"
+    assert weak.sentence.startswith("pick: equal weight, not best (")
+    assert "deploy equal weight" in weak.sentence
+    flat = gate_pick(np.zeros(250), market)  # a trader that never moved: no edge to measure
+    assert (flat.trader, flat.edge_se) == ("equal_weight", None)
+    assert "unmeasured" in flat.sentence
+
+    backtest = make_backtest()
+    dates = backtest.traders["best"].returns.index[:250]
+    returns = {"best": skilled, "equal_weight": market}
+    validation = dataclasses.replace(
+        backtest,
+        segment="validation",
+        traders={
+            name: dataclasses.replace(result, returns=pd.Series(returns.get(name, market), index=dates))
+            for name, result in backtest.traders.items()
+        },
+    )
+    verdict = pick_verdict(validation)
+    assert verdict is not None
+    assert verdict.trader == "best"
+    assert pick_verdict(dataclasses.replace(validation, traders={})) is None
+    paths = write_report(
+        tmp_path,
+        backtest=backtest,
+        validation=validation,
+        spec=SPEC,
+        leaderboard_history=make_history(),
+        leaderboard_entries=make_entries(),
+        run_info=RUN_INFO,
+        render=False,
+    )
+    assert json.loads(paths.metrics_json.read_text(encoding="utf-8"))["pick"] == verdict.to_json()
+    printed = Console(record=True, width=300)
+    print_summary(printed, backtest, validation, None, tmp_path)
+    assert verdict.sentence in printed.export_text()
+    assert summary_dict(backtest, validation, tmp_path)["pick"] == verdict.to_json()
+    assert summary_dict(backtest, None, tmp_path)["pick"] is None

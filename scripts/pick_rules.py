@@ -69,8 +69,9 @@ def edge_z(row: Sequence[Any]) -> float:
 
 
 def z_gate(z: float) -> Gate:
-    """Keep the pick when its validation edge over equal weight is at least ``z`` standard errors."""
-    return lambda pick, rows: edge_z(pick) >= z
+    """Keep the pick when its validation edge over equal weight is positive and at least ``z``
+    standard errors (``gate 0``: :func:`finpod.report.verdict.pick_verdict`'s default)."""
+    return lambda pick, rows: edge_z(pick) > 0.0 and edge_z(pick) >= z
 
 
 def deflated_gate(pick: Sequence[Any], rows: Sequence[Sequence[Any]]) -> bool:
@@ -82,7 +83,12 @@ def deflated_gate(pick: Sequence[Any], rows: Sequence[Sequence[Any]]) -> bool:
     return edge > expected_maximum_sharpe(len(rows), spread)
 
 
-GATES: dict[str, Gate] = {"gate 1": z_gate(1.0), "gate 2": z_gate(2.0), "deflated": deflated_gate}
+GATES: dict[str, Gate] = {
+    "gate 0": z_gate(0.0),
+    "gate 1": z_gate(1.0),
+    "gate 2": z_gate(2.0),
+    "deflated": deflated_gate,
+}
 """Gates on the tournament's own pick: equal weight (held-out edge 0) where they close."""
 
 RULES: dict[str, tuple[Rule, bool]] = {

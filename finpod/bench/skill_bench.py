@@ -268,6 +268,8 @@ class ContenderResult:
             seconds, validation score, pod (``pod<id>`` in a tournament, else the thread that trained
             it), held-out share, validation score IC, held-out score IC, ...]``
             (:meth:`_Problem.snapshot_rows` names every column).
+        pick: ``best``'s validation edge over equal weight and the pick it gives
+            (:meth:`~finpod.report.verdict.PickVerdict.to_json`; empty without a ``best``).
     """
 
     sharpe: dict[str, float]
@@ -278,6 +280,7 @@ class ContenderResult:
     seconds: float
     curve: list[list[float]] = field(default_factory=list)
     snapshots: list[list[Any]] = field(default_factory=list)
+    pick: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -776,6 +779,7 @@ def run_seed(
             policies, steps = _RUNNERS[name](problem)
             seconds = problem.seconds
             held_out = {trader: problem.held_out(policy) for trader, policy in policies.items()}
+            pick = None
             if "best" in policies:  # the run's pick: best, or equal weight when it did not show its edge
                 pick = gate_pick(
                     problem.validation_returns(policies["best"]), problem.validation_returns(equal_policy)
@@ -795,6 +799,7 @@ def run_seed(
                 seconds=seconds,
                 curve=problem.curve,
                 snapshots=problem.snapshot_rows(),
+                pick={} if pick is None else pick.to_json(),
             )
             results[f"{hyper}/{name}"] = result
             if on_result is not None:

@@ -103,6 +103,8 @@ def test_a_seed_records_oracle_fit_linear_share_and_a_learning_curve() -> None:
     assert found.informative  # the smoke market's strong signal: the ceiling is far above equal weight
     # the run's pick: best's held-out figures, or equal weight's when best did not show its edge
     assert single.sharpe["pick"] in (single.sharpe["best"], found.equal_weight_sharpe)
+    assert single.pick["selected"] == "best"
+    assert (single.sharpe["pick"] == single.sharpe["best"]) == (single.pick["trader"] == "best")
 
 
 def test_with_a_leaderboard_window_the_curve_picks_only_what_the_board_could_rank() -> None:

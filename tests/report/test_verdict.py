@@ -277,25 +277,34 @@ def test_the_shrunk_sharpe_prefers_the_better_measured_edge() -> None:
     assert shrunk_sharpe(loose, benchmark, 1e-9) == pytest.approx(sharpe(benchmark))
 
 
-def test_the_pick_is_the_selected_trader_only_when_it_showed_its_edge_on_validation(tmp_path: Path) -> None:
-    """``pick_verdict``: best when its validation edge over equal weight is >= 1 standard error of the
-    paired Sharpe difference, else equal weight; in metrics.json, the summary and the page."""
+def test_the_pick_is_the_selected_trader_only_when_it_beat_equal_weight_on_validation(tmp_path: Path) -> None:
+    """``pick_verdict``: best when its validation Sharpe beats equal weight's (by ``gate_se``
+    standard errors of the paired difference, 0 by default), else equal weight; in metrics.json,
+    ``--json``, the summary and the page."""
     rng = np.random.default_rng(7)
     market = rng.normal(0.0003, 0.01, 250)
     skilled = market + rng.normal(0.0015, 0.003, 250)  # a real edge: several standard errors
-    lucky = market + rng.normal(0.0, 0.003, 250)  # noise around equal weight
+    slight = market + rng.normal(0.0001, 0.003, 250)  # a small positive edge, under one standard error
+    worse = market + rng.normal(-0.0004, 0.003, 250)  # lost to equal weight on validation
     strong = gate_pick(skilled, market)
-    assert (strong.trader, strong.selected) == ("best", "best")
+    assert (strong.trader, strong.selected, strong.gate_se) == ("best", "best", PICK_GATE_SE)
     assert strong.edge_se is not None
-    assert strong.edge_se >= PICK_GATE_SE
+    assert strong.edge_se > 2.0
     assert strong.standard_error == pytest.approx(math.sqrt(sharpe_difference_variance(skilled, market)))
     assert strong.sentence.startswith("pick: best (its validation edge over equal weight, +")
-    weak = gate_pick(lucky, market)
-    assert weak.edge_se is not None
-    assert weak.edge_se < PICK_GATE_SE
-    assert weak.trader == "equal_weight"
-    assert weak.sentence.startswith("pick: equal weight, not best (")
-    assert "deploy equal weight" in weak.sentence
+    small = gate_pick(slight, market)
+    assert small.edge_se is not None
+    assert 0.0 < small.edge_se < 1.0
+    assert small.trader == "best"  # the default gate: any edge above 0
+    gated = gate_pick(slight, market, gate_se=1.0)
+    assert gated.trader == "equal_weight"
+    assert "the pick needs at least 1" in gated.sentence
+    lost = gate_pick(worse, market)
+    assert lost.edge_sharpe is not None
+    assert lost.edge_sharpe < 0.0
+    assert lost.trader == "equal_weight"
+    assert lost.sentence.startswith("pick: equal weight, not best (its validation edge over equal weight, -")
+    assert "the pick needs above 0): deploy equal weight" in lost.sentence
     flat = gate_pick(np.zeros(250), market)  # a trader that never moved: no edge to measure
     assert (flat.trader, flat.edge_se) == ("equal_weight", None)
     assert "unmeasured" in flat.sentence

@@ -7,6 +7,7 @@ import json
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,7 @@ import pytest
 from rich.console import Console
 from scipy import stats
 
+from finpod.backtest.result import BacktestResult
 from finpod.pipeline.summary import print_summary, summary_dict
 from finpod.report import write_report
 from finpod.report.verdict import (
@@ -31,8 +33,27 @@ from finpod.report.verdict import (
     stationary_bootstrap_indices,
     validation_trial_scores,
 )
+from finpod.report.writer import ReportPaths
 from report.conftest import RUN_INFO, SPEC
 from report.synthetic import make_backtest, make_entries, make_history
+
+
+def _metrics_only(
+    out: Path, backtest: BacktestResult, validation: BacktestResult | None, **extra: Any
+) -> ReportPaths:
+    """``write_report`` of the shared fixtures without the page (metrics.json and the CSVs)."""
+    return write_report(
+        out,
+        backtest=backtest,
+        validation=validation,
+        spec=SPEC,
+        leaderboard_history=make_history(),
+        leaderboard_entries=make_entries(),
+        run_info=RUN_INFO,
+        render=False,
+        **extra,
+    )
+
 
 PAPER_DAYS_PER_YEAR = 250
 """The paper annualises with 250 sessions a year (T = 1,250 daily observations = 5 years)."""
@@ -165,16 +186,7 @@ def test_metrics_json_html_and_summary_carry_the_verdict(tmp_path: Path) -> None
     scores = [float(s) for s in np.random.default_rng(4).normal(0.8, 0.5, 30)]
     _write_events(tmp_path, scores)
     backtest = make_backtest()
-    paths = write_report(
-        tmp_path,
-        backtest=backtest,
-        validation=None,
-        spec=SPEC,
-        leaderboard_history=make_history(),
-        leaderboard_entries=make_entries(),
-        run_info=RUN_INFO,
-        render=False,
-    )
+    paths = _metrics_only(tmp_path, backtest, None)
     verdict = json.loads(paths.metrics_json.read_text(encoding="utf-8"))["verdict"]
     assert verdict["benchmark"] == "equal_weight"
     assert verdict["num_trials"] == 30
@@ -193,17 +205,7 @@ def test_the_second_verdict_is_against_the_linear_baseline(tmp_path: Path) -> No
     traders = {name: result for name, result in plain.traders.items() if name != "ensemble_top3"}
     backtest = dataclasses.replace(plain, traders={**traders, "linear": linear})
     fit = {"ridge": {"coefficients": {"logret_1": -0.1}}, "trading": {"params": {"tilt": 1.0}}}
-    paths = write_report(
-        tmp_path,
-        backtest=backtest,
-        validation=None,
-        spec=SPEC,
-        leaderboard_history=make_history(),
-        leaderboard_entries=make_entries(),
-        run_info=RUN_INFO,
-        render=False,
-        linear_baseline=fit,
-    )
+    paths = _metrics_only(tmp_path, backtest, None, linear_baseline=fit)
     metrics = json.loads(paths.metrics_json.read_text(encoding="utf-8"))
     versus = metrics["verdict_vs_linear"]
     assert versus["benchmark"] == "linear"
@@ -219,16 +221,7 @@ def test_the_second_verdict_is_against_the_linear_baseline(tmp_path: Path) -> No
     printed = Console(record=True, width=200)
     print_summary(printed, backtest, None, None, tmp_path)
     assert f"verdict: {sentence}" in printed.export_text()
-    without = write_report(
-        tmp_path / "plain",
-        backtest=plain,
-        validation=None,
-        spec=SPEC,
-        leaderboard_history=make_history(),
-        leaderboard_entries=make_entries(),
-        run_info=RUN_INFO,
-        render=False,
-    )
+    without = _metrics_only(tmp_path / "plain", plain, None)
     assert json.loads(without.metrics_json.read_text(encoding="utf-8"))["verdict_vs_linear"] is None
 
 
@@ -324,16 +317,7 @@ def test_the_pick_is_the_selected_trader_only_when_it_beat_equal_weight_on_valid
     assert verdict is not None
     assert verdict.trader == "best"
     assert pick_verdict(dataclasses.replace(validation, traders={})) is None
-    paths = write_report(
-        tmp_path,
-        backtest=backtest,
-        validation=validation,
-        spec=SPEC,
-        leaderboard_history=make_history(),
-        leaderboard_entries=make_entries(),
-        run_info=RUN_INFO,
-        render=False,
-    )
+    paths = _metrics_only(tmp_path, backtest, validation)
     assert json.loads(paths.metrics_json.read_text(encoding="utf-8"))["pick"] == verdict.to_json()
     printed = Console(record=True, width=300)
     print_summary(printed, backtest, validation, None, tmp_path)

@@ -65,6 +65,7 @@ from finpod.pipeline.training import (
     precision_agent_factory,
 )
 from finpod.report import metrics_table, write_report
+from finpod.report.verdict import PickVerdict, pick_verdict
 from finpod.rundir import RunDir, create_run_dir, find_resumable, reports_root
 from finpod.spec import Spec
 from finpod.version import __version__
@@ -111,6 +112,12 @@ class RunResult:
     def validation_metrics(self) -> pd.DataFrame:
         """The same figures over the validation segment."""
         return metrics_table(self.validation)
+
+    @property
+    def pick(self) -> PickVerdict | None:
+        """The run's pick (:func:`~finpod.report.verdict.pick_verdict`): ``best`` when its validation
+        Sharpe beat equal weight's, else equal weight, with the edge and its standard error."""
+        return pick_verdict(self.validation)
 
     def policy(self, which: TraderName = "best", *, device: str = "cpu") -> TraderPolicy:
         """A trained trader as a callable on env observations ``(N, D)`` -> actions ``(N, A)``.

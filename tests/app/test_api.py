@@ -63,6 +63,13 @@ def test_api_run_metrics_returns_and_reload(tmp_path: Path, capsys: pytest.Captu
         )
         assert (trader.returns.index == again.backtest.traders[name].returns.index).all()
     pd.testing.assert_frame_equal(result.validation_metrics, again.validation_metrics)
+    pick = result.pick  # the run's pick, from the validation segment, as metrics.json has it
+    assert pick is not None
+    assert saved["pick"] == pick.to_json()
+    reloaded = again.pick  # from the saved CSVs
+    assert reloaded is not None
+    assert reloaded.trader == pick.trader
+    assert reloaded.edge_sharpe == pytest.approx(pick.edge_sharpe)
 
 
 def test_the_public_names_and_a_plain_backtest_package() -> None:

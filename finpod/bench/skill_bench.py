@@ -102,7 +102,7 @@ from podracer.api import (
 POOL_SIZE: Final[int] = 4
 PICK: Final[str] = "pick"
 """The held-out figures of a run's pick (:func:`finpod.report.verdict.pick_verdict`): ``best``'s
-when it beat equal weight on validation by ``PICK_GATE_SE`` standard errors, else equal weight's."""
+when its validation Sharpe beat equal weight's, else equal weight's."""
 EVAL_EVERY_ROUNDS: Final[int] = 2
 """Training rounds between validation scores (2 x 8 steps x 32 envs = 512 env steps): 128 scores per
 contender, so the tournament can judge, exploit and explore 100+ times within the budget."""

@@ -25,8 +25,8 @@ Layout of ``out_dir`` (everything written atomically):
      "verdict": {"benchmark": "equal_weight", "segment": "backtest", "confidence": 0.95,
          "bootstrap": {...}, "num_trials": N, "traders": {name: {see finpod.report.verdict.Verdict}}},
      "verdict_vs_linear": {the same block, "benchmark": "linear"} (when the run has the baseline),
-     "pick": {see finpod.report.verdict.PickVerdict: the selected trader, or equal weight when it did
-         not beat it on validation by PICK_GATE_SE standard errors} (null without a validation segment),
+     "pick": {see finpod.report.verdict.PickVerdict: the selected trader, or equal weight when its
+         validation Sharpe did not beat equal weight's} (null without a validation segment),
      "linear_baseline": null | {"ridge": {"coefficients": {feature: number}, "penalty", ...},
          "trading": {"family", "params": {"tilt", "top_fraction", "band"}, "fit_segment", ...}}}
 

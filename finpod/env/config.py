@@ -11,10 +11,12 @@ from finpod.errors import SpecError
 ActionMode = Literal["weights", "share_delta"]
 FillMode = Literal["next_open", "next_close"]
 RewardMode = Literal["log_return", "pnl", "risk_penalised", "excess_log_return"]
+StartPortfolio = Literal["cash", "equal_weight"]
 
 ACTION_MODES: tuple[str, ...] = ("weights", "share_delta")
 FILL_MODES: tuple[str, ...] = ("next_open", "next_close")
 REWARD_MODES: tuple[str, ...] = ("log_return", "pnl", "risk_penalised", "excess_log_return")
+START_PORTFOLIOS: tuple[str, ...] = ("cash", "equal_weight")
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,8 @@ class EnvConfig:
     """Static settings of the batched trading env (every field has a unit; nothing is implied).
 
     Attributes:
-        initial_cash_usd: cash of every portfolio at the start of an episode (USD), no holdings.
+        initial_cash_usd: what every portfolio is worth at the start of an episode (USD): all cash, or
+            invested (``start_portfolio``).
         fee_rate: proportional fee, a fraction of the traded notional at the executed price
             (0.002 = 0.2% per trade, the reference setting), charged in cash on buys and sells.
         half_spread_bps: half-spread slippage in basis points, applied against the trader on every fill:
@@ -60,6 +63,14 @@ class EnvConfig:
             asset whose ``|target weight - current weight|`` (both at the fill prices) is below the
             band is not traded that step; cash absorbs the difference. ``0.0`` trades every asset
             every step. Unused in ``"share_delta"`` mode.
+        start_portfolio: the book an episode starts with, worth ``initial_cash_usd`` at its first
+            bar's close: ``"cash"`` (all cash, no holdings), or ``"equal_weight"`` (the cash spread
+            equally over the assets tradable at that bar, bought at its close without cost; whole
+            shares rounded down when ``whole_shares``, the remainder kept as cash). An invested start
+            shows a learner the state it trades from after a backtest's first bar: holding is free
+            and every trade pays, where a start in cash charges the whole entry in the episode's
+            first reward (at minute bars and a 0.2 % fee, more than a 390-bar episode's expected
+            excess return, so learners stayed in cash).
     """
 
     COST_FIELDS: ClassVar[tuple[str, ...]] = ("fee_rate", "half_spread_bps", "max_participation")
@@ -80,6 +91,7 @@ class EnvConfig:
     random_start: bool = True
     whole_shares: bool = False
     rebalance_band: float = 0.0
+    start_portfolio: StartPortfolio = "cash"
 
     def __post_init__(self) -> None:
         """Reject settings that cannot describe a market (one line naming the field and the fix)."""
@@ -96,6 +108,7 @@ class EnvConfig:
         _one_of("action_mode", self.action_mode, ACTION_MODES)
         _one_of("fill", self.fill, FILL_MODES)
         _one_of("reward", self.reward, REWARD_MODES)
+        _one_of("start_portfolio", self.start_portfolio, START_PORTFOLIOS)
         _positive_finite("max_shares", self.max_shares)
         _positive_finite("reward_scale", self.reward_scale)
         if not (math.isfinite(self.risk_penalty) and self.risk_penalty >= 0.0):

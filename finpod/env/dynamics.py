@@ -21,7 +21,7 @@ from finpod.env.config import EnvConfig
 from finpod.env.market import BUY_CAP_ROW, CLOSE_ROW, FILL_ROW, SELL_CAP_ROW, Market
 from finpod.env.observation import fill_observation, template_rows
 from finpod.env.rewards import excess_reward, step_reward
-from finpod.env.state import MONEY_DTYPE, EnvState, restart_where
+from finpod.env.state import MONEY_DTYPE, EnvState, EpisodeStart, restart_where
 
 
 class StepOutput(NamedTuple):
@@ -62,6 +62,13 @@ def observe(market: Market, state: EnvState) -> torch.Tensor:
         holdings_usd=state.shares * close,
         cash_usd=state.cash_usd,
         equity_usd=state.equity_usd,
+    )
+
+
+def episode_start(config: EnvConfig) -> EpisodeStart:
+    """How ``config``'s episodes start: its ``initial_cash_usd``, ``start_portfolio`` and ``whole_shares``."""
+    return EpisodeStart(
+        config.initial_cash_usd, config.start_portfolio == "equal_weight", config.whole_shares
     )
 
 
@@ -241,10 +248,16 @@ def step(
     """
     stepped, output, holdings_usd = _trade(config, market, state, actions, settle_fn)
     done = output.truncated
-    new_state = restart_where(market, stepped, done, config.initial_cash_usd)
+    how = episode_start(config)
+    new_state = restart_where(market, stepped, done, how)
+    if how.invested:  # a restarted env observes its new book at its start bar's close
+        start_close = market.bars[:, CLOSE_ROW].index_select(0, new_state.t)
+        holdings_usd = torch.where(done.unsqueeze(1), new_state.shares * start_close, holdings_usd)
+    else:
+        holdings_usd = torch.where(done.unsqueeze(1), 0.0, holdings_usd)
     obs = fill_observation(
         template_rows(market.obs_template, new_state.t),
-        holdings_usd=torch.where(done.unsqueeze(1), 0.0, holdings_usd),
+        holdings_usd=holdings_usd,
         cash_usd=new_state.cash_usd,
         equity_usd=new_state.equity_usd,
     )

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import torch
 
-from finpod.env.market import Market
+from finpod.env.market import BUY_CAP_ROW, CLOSE_ROW, Market
 
 KEY_BITS = 32
 """Env keys and hashes are unsigned 32-bit integers held in int64."""
@@ -72,23 +72,75 @@ def episode_bounds(
     return start, end
 
 
-def initial_state(market: Market, key: torch.Tensor, num_assets: int, initial_cash_usd: float) -> EnvState:
-    """Every env at the start of its first episode: all cash, no holdings.
+class EpisodeStart(NamedTuple):
+    """How an episode's book starts (:class:`~finpod.env.config.EnvConfig`'s ``initial_cash_usd``,
+    ``start_portfolio`` and ``whole_shares``).
+
+    Attributes:
+        initial_cash_usd: what the book is worth at the episode's first bar's close (USD).
+        invested: spread it equally over the assets tradable at that bar (bought at its close, no
+            cost); False: all cash.
+        whole_shares: round an invested start's holdings down to whole shares.
+    """
+
+    initial_cash_usd: float
+    invested: bool = False
+    whole_shares: bool = False
+
+
+def starting_book(
+    market: Market, start: torch.Tensor, how: EpisodeStart
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cash float64 ``(N,)`` and shares float64 ``(N, M)`` of books starting at bars ``start`` ``(N,)``.
+
+    All cash, or (``how.invested``) ``initial_cash_usd / K`` of each of the ``K`` assets tradable at
+    the start bar (a positive close and a buy limit above 0) at that bar's close, whole shares
+    rounded down when asked; cash keeps the remainder (never below 0), so equity at the start bar's
+    close is ``initial_cash_usd`` up to rounding. No asset tradable: all cash.
+    """
+    num_envs = start.shape[0]
+    num_assets = market.bars.shape[2]
+    cash = torch.full((num_envs,), how.initial_cash_usd, dtype=MONEY_DTYPE, device=start.device)
+    if not how.invested:
+        return cash, torch.zeros((num_envs, num_assets), dtype=MONEY_DTYPE, device=start.device)
+    row = market.bars.index_select(0, start)
+    close = row[:, CLOSE_ROW].to(MONEY_DTYPE)
+    tradable = (close > 0.0) & (row[:, BUY_CAP_ROW] > 0.0)
+    count = tradable.sum(dim=1, keepdim=True).clamp(min=1).to(MONEY_DTYPE)
+    shares = torch.where(tradable, how.initial_cash_usd / count / torch.where(tradable, close, 1.0), 0.0)
+    if how.whole_shares:
+        shares = torch.floor(shares)
+    cash = torch.clamp(cash - (shares * close).sum(dim=1), min=0.0)
+    return cash, shares
+
+
+def initial_state(market: Market, key: torch.Tensor, how: EpisodeStart) -> EnvState:
+    """Every env at the start of its first episode, its book as ``how`` says (:func:`starting_book`).
 
     Args:
-        market: segment bounds and start rule.
+        market: segment bounds, start rule and prices.
         key: ``(N,)`` int64 per-env keys in ``[0, 2**32)``.
-        num_assets: ``M``.
-        initial_cash_usd: cash at an episode's start.
+        how: the starting book.
     """
     episode = torch.zeros_like(key)
     start, end = episode_bounds(market, key, episode)
-    num_envs = key.shape[0]
-    cash = torch.full((num_envs,), initial_cash_usd, dtype=MONEY_DTYPE, device=key.device)
+    return state_at(market, start, end, episode, key, how)
+
+
+def state_at(
+    market: Market,
+    start: torch.Tensor,
+    end: torch.Tensor,
+    episode: torch.Tensor,
+    key: torch.Tensor,
+    how: EpisodeStart,
+) -> EnvState:
+    """Envs at the first bars ``start`` ``(N,)`` of episodes ending at ``end``, books as ``how`` says."""
+    cash, shares = starting_book(market, start, how)
     return EnvState(
         cash_usd=cash,
-        shares=torch.zeros((num_envs, num_assets), dtype=MONEY_DTYPE, device=key.device),
-        equity_usd=cash.clone(),
+        shares=shares,
+        equity_usd=book_equity(market, start, cash, shares) if how.invested else cash.clone(),
         t=start.clone(),
         start=start,
         end=end,
@@ -97,17 +149,31 @@ def initial_state(market: Market, key: torch.Tensor, num_assets: int, initial_ca
     )
 
 
-def restart_where(
-    market: Market, state: EnvState, restart: torch.Tensor, initial_cash_usd: float
-) -> EnvState:
+def book_equity(market: Market, bars: torch.Tensor, cash: torch.Tensor, shares: torch.Tensor) -> torch.Tensor:
+    """Equity float64 ``(N,)`` of books at their bars' closes: ``cash + sum(shares x close)``."""
+    close = market.bars[:, CLOSE_ROW].index_select(0, bars).to(MONEY_DTYPE)
+    return cash + (shares * close).sum(dim=1)
+
+
+def restart_where(market: Market, state: EnvState, restart: torch.Tensor, how: EpisodeStart) -> EnvState:
     """Start the next episode of the envs where ``restart`` ``(N,)`` bool is true; others unchanged."""
     episode = state.episode + restart.to(torch.int64)
     start, end = episode_bounds(market, state.key, episode)
-    cash = torch.where(restart, initial_cash_usd, state.cash_usd)
+    if how.invested:
+        cash_start, shares_start = starting_book(market, start, how)
+        equity_start = book_equity(market, start, cash_start, shares_start)
+        rows = restart.unsqueeze(1)
+        cash = torch.where(restart, cash_start, state.cash_usd)
+        shares = torch.where(rows, shares_start, state.shares)
+        equity = torch.where(restart, equity_start, state.equity_usd)
+    else:
+        cash = torch.where(restart, how.initial_cash_usd, state.cash_usd)
+        shares = torch.where(restart.unsqueeze(1), 0.0, state.shares)
+        equity = torch.where(restart, how.initial_cash_usd, state.equity_usd)
     return EnvState(
         cash_usd=cash,
-        shares=torch.where(restart.unsqueeze(1), 0.0, state.shares),
-        equity_usd=torch.where(restart, initial_cash_usd, state.equity_usd),
+        shares=shares,
+        equity_usd=equity,
         t=torch.where(restart, start, state.t),
         start=torch.where(restart, start, state.start),
         end=torch.where(restart, end, state.end),

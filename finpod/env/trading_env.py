@@ -20,7 +20,7 @@ from finpod.env.config import EnvConfig
 from finpod.env.entity_outcomes import entity_outcomes
 from finpod.env.market import NUM_TABLES, Market, build_market
 from finpod.env.shape import EnvShape
-from finpod.env.state import KEY_BITS, EnvState, initial_state, restart_where
+from finpod.env.state import KEY_BITS, EnvState, initial_state, restart_where, state_at
 from finpod.errors import SpecError
 from podracer.api import TensorVectorEnv
 
@@ -164,7 +164,7 @@ class TradingEnv:
 
     def _fresh_state(self) -> EnvState:
         keys = torch.randint(0, 1 << KEY_BITS, (self.num_envs,), generator=self._generator, dtype=torch.int64)
-        return initial_state(self.market, keys.to(self.device), self.num_assets, self.config.initial_cash_usd)
+        return initial_state(self.market, keys.to(self.device), dynamics.episode_start(self.config))
 
     def reset(self, *, seed: int | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
         """Start a new episode in every env with fresh keys (re-seeded first when ``seed`` is given).
@@ -179,7 +179,7 @@ class TradingEnv:
         return dynamics.observe(self.market, self.state), {"bar_index": self.state.t}
 
     def reset_at(self, start_bars: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Start every env's episode at a bar of the caller's choice (all cash, no holdings).
+        """Start every env's episode at a bar of the caller's choice (its book as ``start_portfolio`` says).
 
         For deterministic passes over parts of a segment (e.g. the chunks of a validation score):
         env ``i`` observes ``start_bars[i]`` first and its episode lasts the horizon, like any other.
@@ -208,7 +208,15 @@ class TradingEnv:
                 f"{market.horizon_bars}-bar episode in the segment), got {starts.tolist()}"
             )
         start = starts.to(self.device)
-        self.state = self._fresh_state()._replace(t=start, start=start, end=start + market.horizon_bars)
+        fresh = self._fresh_state()
+        self.state = state_at(
+            market,
+            start,
+            start + market.horizon_bars,
+            fresh.episode,
+            fresh.key,
+            dynamics.episode_start(self.config),
+        )
         self._steps_left[:] = market.horizon_bars
         return dynamics.observe(market, self.state), {"bar_index": self.state.t}
 
@@ -226,7 +234,7 @@ class TradingEnv:
                 f"got {mask.dtype} {tuple(mask.shape)}"
             )
         self.state = restart_where(
-            self.market, self.state, mask.to(self.device), self.config.initial_cash_usd
+            self.market, self.state, mask.to(self.device), dynamics.episode_start(self.config)
         )
         self._steps_left[mask.cpu().numpy()] = self.market.horizon_bars
         return dynamics.observe(self.market, self.state)

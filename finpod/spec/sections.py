@@ -304,6 +304,13 @@ class EnvSpec(Model):
         "weight are not traded that step (0 = trade every step)",
         examples=[0.03],
     )
+    start_portfolio: Literal["cash", "equal_weight"] = Field(
+        _env_default("start_portfolio"),
+        description='the book a training episode starts with: "cash", or "equal_weight" (invested '
+        "equally at its first bar's close, without cost); validation, backtest and paper trading "
+        "always start in cash",
+        examples=["equal_weight"],
+    )
     num_envs: int = Field(64, ge=1, description="parallel training envs per pod (the batch N)", examples=[64])
 
 

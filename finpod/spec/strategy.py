@@ -331,7 +331,8 @@ class Spec(Model):
         The ``[paper]`` section is left out: deployment limits do not change what a run trains; so are
         the tournament's placement fields (:attr:`TournamentSpec.PLACEMENT_FIELDS`): a run started on
         one backend resumes on another; and ``archive_size`` when it is 0 (no archive, the default),
-        so a spec hashes as it did before the setting existed and its unfinished runs resume.
+        so a spec hashes as it did before the setting existed and its unfinished runs resume (as is
+        ``env.start_portfolio`` when it is ``"cash"``).
         """
         trained = {k: v for k, v in self.resolved_dict().items() if k != "paper"}
         trained["tournament"] = {
@@ -339,6 +340,8 @@ class Spec(Model):
             for k, v in trained["tournament"].items()
             if k not in TournamentSpec.PLACEMENT_FIELDS and not (k == "archive_size" and v == 0)
         }
+        if trained["env"].get("start_portfolio") == "cash":  # as before the setting existed
+            del trained["env"]["start_portfolio"]
         text = json.dumps(trained, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:8]
 
@@ -358,6 +361,8 @@ class Spec(Model):
                 for one pass from a segment's first bar (validation, backtest, paper trading).
         """
         settings = self.env.model_dump(exclude={*EnvSpec.BATCH_FIELDS})
+        if not random_start:  # one pass over a segment starts in cash, as a deployment does
+            settings["start_portfolio"] = "cash"
         return EnvConfig(**settings, random_start=random_start)
 
     def tournament_config(self, train_bars: int | None = None) -> TournamentConfig:

@@ -61,6 +61,7 @@ BAD_FIELDS = [
     ({"env": {"num_envs": 0}}, "env.num_envs", "fix:"),
     ({"env": {"rebalance_band": 1.0}}, "env.rebalance_band", "0.03"),
     ({"env": {"rebalance_band": -0.01}}, "env.rebalance_band", "fix:"),
+    ({"env": {"start_portfolio": "random"}}, "env.start_portfolio", "equal_weight"),
     ({"segments": {"validation": ["2017-06-01", "2018-06-29"]}}, "segments.validation", "order"),
     ({"segments": {"backtest": ["2018-12-31", "2018-07-02"]}}, "segments.backtest", "[first, last]"),
     ({"segments": {"train": ["2016-13-01", "2017-12-29"]}}, "segments.train", "fix:"),
@@ -254,3 +255,23 @@ def test_the_learning_rate_is_constant_unless_a_spec_asks_and_fusion_keeps_it_co
     assert schedule("1d", {"lr_schedule": "budget"}) == "budget"
     assert schedule("1min", {"lr_schedule": "budget"}) == "budget"
     assert schedule("1d", learners=2) == "constant"
+
+
+def test_an_invested_start_is_for_training_episodes_only_and_cash_hashes_as_before(tmp_path: Path) -> None:
+    import tomli_w
+
+    spec = Spec.from_toml(DEMO)
+    assert spec.env.start_portfolio == "cash"
+    path = tmp_path / "invested.toml"
+    path.write_text(
+        tomli_w.dumps(_merge(_demo_raw(), {"env": {"start_portfolio": "equal_weight"}})), encoding="utf-8"
+    )
+    invested = Spec.from_toml(path)
+    assert invested.env_config(random_start=True).start_portfolio == "equal_weight"
+    assert invested.env_config(random_start=False).start_portfolio == "cash", "a backtest starts in cash"
+    assert invested.spec_hash() != spec.spec_hash()
+    stated = tmp_path / "cash.toml"
+    stated.write_text(
+        tomli_w.dumps(_merge(_demo_raw(), {"env": {"start_portfolio": "cash"}})), encoding="utf-8"
+    )
+    assert Spec.from_toml(stated).spec_hash() == spec.spec_hash()

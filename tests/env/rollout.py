@@ -19,7 +19,8 @@ from finpod.env.state import EnvState
 
 @st.composite
 def env_configs(draw: st.DrawFn) -> EnvConfig:
-    """Every action, fill and reward mode, cost setting (fee, spread, volume cap, whole shares), band."""
+    """Every action, fill and reward mode, cost setting (fee, spread, volume cap, whole shares), band,
+    starting book."""
     return EnvConfig(
         initial_cash_usd=draw(st.sampled_from([10_000.0, 1_000_000.0])),
         fee_rate=draw(st.sampled_from([0.0, 0.002, 0.01])),
@@ -35,6 +36,7 @@ def env_configs(draw: st.DrawFn) -> EnvConfig:
         random_start=draw(st.booleans()),
         whole_shares=draw(st.booleans()),
         rebalance_band=draw(st.sampled_from([0.0, 0.02, 0.1])),
+        start_portfolio=draw(st.sampled_from(["cash", "equal_weight"])),
     )
 
 

@@ -12,6 +12,7 @@ import torch
 from env.panels import random_panel
 from finpod.env import EnvConfig, TradingEnv
 from finpod.env import market as market_module
+from finpod.env.market import CLOSE_ROW
 from finpod.env.observation import all_cash_rows
 from finpod.errors import SpecError
 
@@ -196,6 +197,7 @@ def test_all_zero_weights_mean_all_cash() -> None:
         ("rebalance_band", -0.01, "rebalance_band"),
         ("rebalance_band", 1.0, "rebalance_band"),
         ("rebalance_band", math.nan, "rebalance_band"),
+        ("start_portfolio", "random", "start_portfolio"),
     ],
 )
 def test_bad_config_is_a_one_line_spec_error(field: str, value: object, message: str) -> None:
@@ -269,3 +271,69 @@ def test_all_cash_rows_are_what_the_env_shows_an_account_that_holds_only_cash() 
         start, _ = PANEL.segments[segment]
         obs, _ = TradingEnv(PANEL, segment, config, num_envs=1, seed=0).reset()
         assert torch.equal(obs[0], rows[start])
+
+
+@pytest.mark.parametrize("whole_shares", [False, True])
+def test_an_invested_start_holds_equal_weights_of_the_tradable_assets_and_is_worth_the_initial_cash(
+    whole_shares: bool,
+) -> None:
+    panel = random_panel(num_bars=200, num_assets=5, num_features=2, seed=3, untradable_fraction=0.3)
+    config = EnvConfig(horizon_bars=9, start_portfolio="equal_weight", whole_shares=whole_shares)
+    env = TradingEnv(panel, "train", config, num_envs=64, seed=1)
+    obs, _ = env.reset()
+    state = env.state
+    close = env.market.bars[state.t, CLOSE_ROW].to(torch.float64)  # the env's float32 closes
+    tradable = panel.tradable[state.t] & (close > 0)
+    holdings = state.shares * close
+    assert not state.shares[~tradable].any(), "an asset not tradable at the start bar is held"
+    assert (state.cash_usd >= 0).all()
+    np.testing.assert_allclose(state.equity_usd.numpy(), config.initial_cash_usd, rtol=1e-12)
+    np.testing.assert_allclose(
+        (state.cash_usd + holdings.sum(1)).numpy(), state.equity_usd.numpy(), rtol=1e-15
+    )
+    count = tradable.sum(1, keepdim=True).clamp(min=1).to(torch.float64)
+    target = torch.where(tradable, config.initial_cash_usd / count, 0.0)
+    if whole_shares:
+        assert torch.equal(state.shares, state.shares.round())
+        assert ((target - holdings) < close).all()
+        assert (holdings <= target * (1 + 1e-12)).all()
+    else:
+        np.testing.assert_allclose(holdings.numpy(), target.numpy(), rtol=1e-12, atol=1e-6)
+    # the agent sees the book it holds: weights and cash share at the start bar's close
+    weights = obs[:, 5 * 2 : 5 * 2 + 5].double()
+    np.testing.assert_allclose(weights.numpy(), (holdings / state.equity_usd[:, None]).numpy(), atol=1e-6)
+
+
+def test_holding_an_invested_start_costs_nothing_and_a_cash_target_pays_the_fee_to_get_out() -> None:
+    panel = random_panel(num_bars=120, num_assets=4, num_features=2, seed=5, untradable_fraction=0.0)
+    config = EnvConfig(
+        horizon_bars=20,
+        start_portfolio="equal_weight",
+        fee_rate=0.002,
+        rebalance_band=0.01,
+        max_participation=math.inf,
+    )
+    env = TradingEnv(panel, "train", config, num_envs=16, seed=2)
+    env.reset()
+    close = env.market.bars[env.state.t, CLOSE_ROW].to(torch.float64)
+    hold = (
+        torch.cat([env.state.cash_usd[:, None], env.state.shares * close], 1) / env.state.equity_usd[:, None]
+    )
+    *_, info = env.step(hold.float())
+    assert not info["cost_usd"].any()
+    env.reset()
+    cash_only = torch.zeros(env.num_envs, env.action_dim)
+    cash_only[:, 0] = 1.0
+    *_, info = env.step(cash_only)
+    assert (info["cost_usd"] > 0).all()
+    assert not info["shares"].any()
+
+
+def test_reset_at_starts_invested_books_at_the_chosen_bars() -> None:
+    config = EnvConfig(horizon_bars=5, start_portfolio="equal_weight")
+    env = TradingEnv(PANEL, "train", config, num_envs=3, seed=0)
+    starts = torch.tensor([TRAIN_START, TRAIN_START + 7, TRAIN_START + 30])
+    env.reset_at(starts)
+    assert torch.equal(env.state.t, starts)
+    np.testing.assert_allclose(env.state.equity_usd.numpy(), config.initial_cash_usd, rtol=1e-12)
+    assert env.state.shares.any(dim=1).all()

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from env.panels import random_panel
 from env.rollout import Case, cases, rollout
 from finpod.env import EnvConfig, TradingEnv
+from finpod.env.dynamics import episode_start, observe
+from finpod.env.state import starting_book
 
 FLOAT32_EPS = float(torch.finfo(torch.float32).eps)
 """The market tables (prices, volume caps) are float32."""
@@ -27,7 +29,7 @@ def _f64(t: torch.Tensor) -> np.ndarray:
 def test_invariants_hold_after_every_step(case: Case) -> None:
     panel, config = case.panel, case.config
     fill_table = panel.open if config.fill == "next_open" else panel.close
-    for _, tr in rollout(case, STEPS):
+    for env, tr in rollout(case, STEPS):
         bar = tr.info["bar_index"]
         assert torch.equal(bar, tr.before.t + 1)
         close, fill = _f64(panel.close[bar]), _f64(fill_table[bar])
@@ -58,13 +60,15 @@ def test_invariants_hold_after_every_step(case: Case) -> None:
             assert (np.abs(shares - before_shares) <= limit + slack).all()
         if config.whole_shares:
             np.testing.assert_array_equal(shares, np.round(shares))
-        # never terminated; truncated envs restart with all cash
+        # never terminated; truncated envs restart with the config's starting book, and observe it
         assert not tr.terminated.any()
         done = tr.truncated
-        assert torch.equal(
-            tr.after.cash_usd[done], torch.full_like(tr.after.cash_usd[done], config.initial_cash_usd)
-        )
-        assert not tr.after.shares[done].any()
+        cash_start, shares_start = starting_book(env.market, tr.after.t, episode_start(config))
+        assert torch.equal(tr.after.cash_usd[done], cash_start[done])
+        assert torch.equal(tr.after.shares[done], shares_start[done])
+        if config.start_portfolio == "cash":
+            assert not tr.after.shares[done].any()
+        np.testing.assert_allclose(_f64(tr.obs), _f64(observe(env.market, tr.after)), rtol=0, atol=1e-6)
 
 
 @settings(max_examples=30, deadline=None)

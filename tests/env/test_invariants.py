@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from env.panels import random_panel
@@ -73,6 +73,7 @@ def test_invariants_hold_after_every_step(case: Case) -> None:
 
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), fill=st.sampled_from(["next_open", "next_close"]))
+@example(seed=1360, fill="next_open")
 def test_orders_fill_at_the_next_bar_never_at_a_seen_price(seed: int, fill: str) -> None:
     panel = random_panel(num_bars=30, num_assets=4, num_features=2, seed=seed, untradable_fraction=0.0)
     config = EnvConfig(fee_rate=0.0, max_participation=float("inf"), fill=fill, horizon_bars=5)
@@ -91,6 +92,9 @@ def test_orders_fill_at_the_next_bar_never_at_a_seen_price(seed: int, fill: str)
     torch.testing.assert_close(implied_price, expected, rtol=16 * FLOAT64_EPS, atol=0.0)
     for n in range(8):
         seen = torch.cat([panel.open[: start[n] + 1, bought[n]], panel.close[: start[n] + 1, bought[n]]])
+        # a random walk can repeat a float32 price (seed 1360: an open of bar 12 equal to an earlier
+        # one); such a price tells nothing about which bar filled, so only the others are checked
+        seen = seen[seen.double() != expected[n]]
         assert not torch.isclose(seen.double(), implied_price[n], rtol=1e-12, atol=0.0).any()
 
 

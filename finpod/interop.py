@@ -15,6 +15,7 @@ Both take the keyword arguments of :func:`make_env` (``spec`` is required), e.g.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Literal
 
@@ -60,7 +61,8 @@ def make_env(
         device: ``"cpu"`` or ``"cuda"`` (default: the spec's device).
         seed: seeds the random episode starts.
         random_start: random start bars within the segment (default: only on ``train``); else
-            every episode starts at the segment's first bar and runs ``horizon_bars``.
+            every episode starts at the segment's first bar and runs ``horizon_bars``. Episodes on
+            ``train`` start with the spec's ``env.start_portfolio``; on the other segments in cash.
         autoreset_mode: ``"same_step"`` (finpod's) or ``"next_step"`` (gymnasium's default).
         array: ``"torch"`` (tensors on ``device``) or ``"numpy"`` (numpy arrays, float32).
         data_root: where a synthetic spec's market is cached (default ``./data``).
@@ -78,7 +80,11 @@ def make_env(
     symbols = universe_symbols(resolved, bars)
     build = backtest_panel if segment == "backtest" else selection_panel
     panel = build(resolved, bars, symbols, str(where))
-    config = resolved.env_config(random_start=segment == "train" if random_start is None else random_start)
+    config = dataclasses.replace(  # env.start_portfolio is for the train segment's episodes only
+        resolved.env_config(random_start=True),
+        random_start=segment == "train" if random_start is None else random_start,
+        start_portfolio=resolved.env.start_portfolio if segment == "train" else "cash",
+    )
     batch = resolved.env.num_envs if num_envs is None else num_envs
     vector = TorchVectorEnv(TradingEnv(panel, segment, config, batch, seed, where), autoreset_mode)
     return NumpyVectorEnv(vector) if array == "numpy" else vector

@@ -10,10 +10,11 @@ instead (a held-out edge of 0, printed ``EW``).
 
 Rules: ``score`` (the tournament's own pick: the best validation score), ``shrunk t`` (the best
 validation Sharpe with its edge over equal weight shrunk by its standard error, prior spread ``t``:
-:func:`finpod.report.verdict.shrunk_sharpe`), ``lcb z`` (the best edge minus ``z`` standard errors)
+:func:`finpod.report.verdict.shrunk_sharpe`), ``lcb z`` (the best edge minus ``z`` standard errors),
 ``top8 t`` (the shrunk re-ranking of the leaderboard's entries only: each pod's best score, the
 8 best pods) and ``edge z`` (the continuous validation edge over equal weight in standard errors:
-a t-statistic, blind to how far a policy strays from equal weight). BENCHMARKS.md "Picking by a shrunk validation Sharpe" ran it on 12 tuning runs.
+a t-statistic, blind to how far a policy strays from equal weight). BENCHMARKS.md "Picking by a
+shrunk validation Sharpe" ran it on 12 tuning runs.
 
     PYTHONPATH=. python scripts/pick_rules.py runs/*.json
 """

@@ -149,7 +149,9 @@ def chunked_equities(
     """
     first_bar, _ = panel.segment(segment)
     chunks = plan.num_chunks
-    chunk_config = dataclasses.replace(config, random_start=False, horizon_bars=plan.steps)
+    chunk_config = dataclasses.replace(
+        config, random_start=False, horizon_bars=plan.steps, start_portfolio="cash"
+    )
     starts = np.tile(plan.starts + first_bar, count)
     with torch_threads(threads_for(chunks * count)), torch.inference_mode():
         env = TradingEnv(panel, segment, chunk_config, chunks * count, CHUNKED_SEED, device)

@@ -23,9 +23,12 @@ FLUSH_STEPS = 512
 
 
 def backtest_config(config: EnvConfig, panel: Panel, segment: str) -> EnvConfig:
-    """``config`` in backtest mode: fixed start at the segment's first bar, one episode to its end."""
+    """``config`` in backtest mode: fixed start at the segment's first bar, in cash (the ledger's row 0
+    and the daily returns' base are all cash), one episode to its end."""
     start, stop = panel.segment(segment)
-    return dataclasses.replace(config, random_start=False, horizon_bars=max(stop - start - 1, 1))
+    return dataclasses.replace(
+        config, random_start=False, horizon_bars=max(stop - start - 1, 1), start_portfolio="cash"
+    )
 
 
 class LedgerRecorder:

@@ -24,16 +24,21 @@ class ClassicNumpyEnv:
     Args:
         panel: the market (copied to numpy).
         segment: the segment to trade.
-        config: env settings; only ``action_mode="weights"``, ``reward="log_return"`` and no
-            ``rebalance_band``.
+        config: env settings; only ``action_mode="weights"``, ``reward="log_return"``, no
+            ``rebalance_band`` and ``start_portfolio="cash"``.
         seed: seeds the random start bars.
     """
 
     def __init__(self, panel: Panel, segment: str, config: EnvConfig, seed: int) -> None:
-        if config.action_mode != "weights" or config.reward != "log_return" or config.rebalance_band != 0.0:
+        if (
+            config.action_mode != "weights"
+            or config.reward != "log_return"
+            or config.rebalance_band != 0.0
+            or config.start_portfolio != "cash"
+        ):
             raise SpecError(
-                "the numpy comparison env supports action_mode='weights', reward='log_return' "
-                "and rebalance_band=0 only"
+                "the numpy comparison env supports action_mode='weights', reward='log_return', "
+                "rebalance_band=0 and start_portfolio='cash' only"
             )
         self.config = config
         start, stop = panel.segment(segment)

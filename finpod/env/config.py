@@ -65,12 +65,13 @@ class EnvConfig:
             every step. Unused in ``"share_delta"`` mode.
         start_portfolio: the book an episode starts with, worth ``initial_cash_usd`` at its first
             bar's close: ``"cash"`` (all cash, no holdings), or ``"equal_weight"`` (the cash spread
-            equally over the assets tradable at that bar, bought at its close without cost; whole
-            shares rounded down when ``whole_shares``, the remainder kept as cash). An invested start
-            shows a learner the state it trades from after a backtest's first bar: holding is free
-            and every trade pays, where a start in cash charges the whole entry in the episode's
-            first reward (at minute bars and a 0.2 % fee, more than a 390-bar episode's expected
-            excess return, so learners stayed in cash).
+            equally over the assets tradable at that bar, bought at its close without cost or
+            volume cap; whole shares rounded down when ``whole_shares``, the remainder kept as
+            cash). An invested start shows a learner the state it trades from after a backtest's
+            first bar: holding is free and every trade pays, where a start in cash charges the
+            whole entry in the episode's first reward (at minute bars and a 0.2 % fee, more than a
+            390-bar episode's expected excess return: learners with the pathwise term stayed in
+            cash).
     """
 
     COST_FIELDS: ClassVar[tuple[str, ...]] = ("fee_rate", "half_spread_bps", "max_participation")

@@ -103,9 +103,8 @@ def starting_book(
     cash = torch.full((num_envs,), how.initial_cash_usd, dtype=MONEY_DTYPE, device=start.device)
     if not how.invested:
         return cash, torch.zeros((num_envs, num_assets), dtype=MONEY_DTYPE, device=start.device)
-    row = market.bars.index_select(0, start)
-    close = row[:, CLOSE_ROW].to(MONEY_DTYPE)
-    tradable = (close > 0.0) & (row[:, BUY_CAP_ROW] > 0.0)
+    close = market.bars[:, CLOSE_ROW].index_select(0, start).to(MONEY_DTYPE)
+    tradable = (close > 0.0) & (market.bars[:, BUY_CAP_ROW].index_select(0, start) > 0.0)
     count = tradable.sum(dim=1, keepdim=True).clamp(min=1).to(MONEY_DTYPE)
     shares = torch.where(tradable, how.initial_cash_usd / count / torch.where(tradable, close, 1.0), 0.0)
     if how.whole_shares:

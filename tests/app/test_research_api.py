@@ -14,6 +14,7 @@ import torch
 from tiny import expected_traders, tiny_bars, tiny_spec, trajectory_name, write_tiny_dataset
 
 import finpod
+from finpod.env import TorchVectorEnv
 
 
 @pytest.mark.slow
@@ -109,3 +110,20 @@ def test_a_run_without_an_archive_has_no_trajectory_trader(tmp_path: Path) -> No
         finpod.SpecError, match=r"no trajectory archive .* fix: use policy\('best'\) \(--trader best\)"
     ):
         run.policy("trajectory")
+
+
+def test_make_env_starts_invested_on_train_only(tmp_path: Path) -> None:
+    dataset = write_tiny_dataset(tmp_path / "data", tiny_bars(seed=3))
+    spec = tiny_spec(dataset).with_(env={"start_portfolio": "equal_weight"})
+    for segment, random_start, invested in [
+        ("train", True, True),
+        ("train", False, True),
+        ("validation", True, False),
+        ("validation", None, False),
+    ]:
+        env = finpod.make_env(spec, segment=segment, num_envs=3, random_start=random_start)
+        env.reset(seed=0)
+        assert isinstance(env, TorchVectorEnv)
+        assert bool(env.env.state.shares.any(dim=1).all()) is invested, (segment, random_start)
+        if not invested:
+            assert not env.env.state.shares.any(), (segment, random_start)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from finpod.backtest.chunked import chunk_plan, chunked_equity
 from finpod.backtest.runner import run_backtest, run_policies, run_policy
 from finpod.backtest.threads import SMALL_BATCH_ROWS, threads_for
 from finpod.data.panel import Panel
@@ -112,3 +113,14 @@ def test_small_batches_run_on_one_thread_and_restore_the_setting(tiny_panel: Pan
         assert threads_for(SMALL_BATCH_ROWS) == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_segment_pass_starts_in_cash_whatever_the_training_episodes_start_with(tiny_panel: Panel) -> None:
+    invested = EnvConfig(initial_cash_usd=CASH_USD, fee_rate=FEE_RATE, start_portfolio="equal_weight")
+    idle = _constant([1.0, 0.0, 0.0])
+    result = run_backtest(tiny_panel, "validation", invested, {"idle": idle}, CPU)
+    assert result.traders["idle"].transactions.empty
+    assert (result.traders["idle"].returns == 0.0).all()
+    first, stop = tiny_panel.segment("validation")
+    equity = chunked_equity(tiny_panel, "validation", invested, idle, CPU, chunk_plan(stop - first, 1, 0))
+    np.testing.assert_array_equal(equity, CASH_USD)

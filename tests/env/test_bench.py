@@ -46,7 +46,14 @@ def test_numpy_comparison_env_has_the_same_semantics(config: EnvConfig) -> None:
         np.testing.assert_allclose(obs[0].numpy(), their_obs, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("config", [EnvConfig(action_mode="share_delta"), EnvConfig(rebalance_band=0.05)])
+@pytest.mark.parametrize(
+    "config",
+    [
+        EnvConfig(action_mode="share_delta"),
+        EnvConfig(rebalance_band=0.05),
+        EnvConfig(start_portfolio="equal_weight"),
+    ],
+)
 def test_numpy_comparison_env_refuses_other_modes(config: EnvConfig) -> None:
     panel = random_panel(num_bars=30, num_assets=2, num_features=1, seed=0)
     with pytest.raises(SpecError, match="numpy comparison env"):

@@ -31,6 +31,7 @@ SPEC_ROWS: tuple[tuple[str, str], ...] = tuple(
         ("Action mode", "env.action_mode"),
         ("Fill", "env.fill"),
         ("Reward", "env.reward"),
+        ("Training episodes start in", "env.start_portfolio"),
         ("Tournament pool size", "tournament.pool_size"),
         ("Leaderboard size", "tournament.leaderboard_size"),
         ("Budget (env steps)", "tournament.budget_env_steps"),

@@ -10,16 +10,19 @@ import torch
 from podracer.api import Agent, Policy, deterministic_policy
 
 
-def target_weights(actions: torch.Tensor) -> torch.Tensor:
+def target_weights(actions: torch.Tensor, fully_invested: bool = False) -> torch.Tensor:
     """The target weights the env reads from weights-mode actions (its exact rule).
 
     Args:
         actions: ``(..., M + 1)`` scores over ``[cash, asset_1 .. asset_M]`` (clamped to ``[0, 1]``).
+        fully_invested: the cash score is ignored (``EnvConfig.fully_invested``).
 
     Returns:
         ``(..., M + 1)`` weights ``a / sum(a)`` summing to 1; an all-zero row is all cash.
     """
     scores = actions.clamp(0.0, 1.0)
+    if fully_invested:
+        scores[..., 0] = 0.0
     total = scores.sum(dim=-1, keepdim=True)
     weights = scores.div_(total.clamp(min=torch.finfo(scores.dtype).tiny))  # an all-zero row stays 0
     weights[..., :1].add_(total == 0.0)  # ... and becomes all cash; + 0.0 leaves the others' bits

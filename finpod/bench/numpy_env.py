@@ -25,7 +25,7 @@ class ClassicNumpyEnv:
         panel: the market (copied to numpy).
         segment: the segment to trade.
         config: env settings; only ``action_mode="weights"``, ``reward="log_return"``, no
-            ``rebalance_band`` and ``start_portfolio="cash"``.
+            ``rebalance_band``, ``start_portfolio="cash"`` and not ``fully_invested``.
         seed: seeds the random start bars.
     """
 
@@ -35,10 +35,11 @@ class ClassicNumpyEnv:
             or config.reward != "log_return"
             or config.rebalance_band != 0.0
             or config.start_portfolio != "cash"
+            or config.fully_invested
         ):
             raise SpecError(
                 "the numpy comparison env supports action_mode='weights', reward='log_return', "
-                "rebalance_band=0 and start_portfolio='cash' only"
+                "rebalance_band=0, start_portfolio='cash' and fully_invested=false only"
             )
         self.config = config
         start, stop = panel.segment(segment)

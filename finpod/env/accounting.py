@@ -36,6 +36,7 @@ def weights_to_orders(
     shares: torch.Tensor,
     fill_price: torch.Tensor,
     rebalance_band: float,
+    fully_invested: bool = False,
 ) -> torch.Tensor:
     """Share orders that move each portfolio to the target weights the actions ask for.
 
@@ -51,6 +52,7 @@ def weights_to_orders(
         shares: float64 ``(N, M)`` holdings before the trades.
         fill_price: float64 ``(N, M)`` fill price of the bar the orders execute in (USD/share).
         rebalance_band: no-trade band, a fraction of equity in ``[0, 1)`` (0 = no band).
+        fully_invested: ignore the cash score (:attr:`~finpod.env.config.EnvConfig.fully_invested`).
 
     Returns:
         float64 ``(N, M)`` signed share orders (buy > 0) before limits and costs: target value is
@@ -59,6 +61,8 @@ def weights_to_orders(
         a fresh ``(N, M + 1)`` buffer (the scores' own, reused in place).
     """
     scores = actions.to(dtype=shares.dtype, copy=True).clamp_(0.0, 1.0)
+    if fully_invested:
+        scores[:, 0] = 0.0
     total = scores.sum(dim=1)
     held_usd = shares * fill_price
     equity_usd = cash_usd + held_usd.sum(dim=1)

@@ -72,6 +72,11 @@ class EnvConfig:
             whole entry in the episode's first reward (at minute bars and a 0.2 % fee, more than a
             390-bar episode's expected excess return: learners with the pathwise term stayed in
             cash).
+        fully_invested: ``"weights"`` mode: the action's cash score is ignored, so a target spreads
+            the whole book over the assets (``w_i = a_i / sum_j a_j``; a row whose asset scores are
+            all 0 is all cash). The oracle's and the linear baseline's family; the tournament then
+            ranks books that all carry the market's moves, not cash against a falling validation
+            window. Unused in ``"share_delta"`` mode.
     """
 
     COST_FIELDS: ClassVar[tuple[str, ...]] = ("fee_rate", "half_spread_bps", "max_participation")
@@ -93,6 +98,7 @@ class EnvConfig:
     whole_shares: bool = False
     rebalance_band: float = 0.0
     start_portfolio: StartPortfolio = "cash"
+    fully_invested: bool = False
 
     def __post_init__(self) -> None:
         """Reject settings that cannot describe a market (one line naming the field and the fix)."""

@@ -143,7 +143,9 @@ def settle(
     bar = bar.to(MONEY_DTYPE)
     fill_price = bar[:, FILL_ROW]
     if config.action_mode == "weights":
-        orders = weights_to_orders(actions, cash_usd, shares, fill_price, config.rebalance_band)
+        orders = weights_to_orders(
+            actions, cash_usd, shares, fill_price, config.rebalance_band, config.fully_invested
+        )
     else:
         orders = share_delta_to_orders(actions.to(MONEY_DTYPE), config.max_shares)
     fills = execute_orders(

@@ -42,11 +42,13 @@ class Trader:
 
     name: str
     policy: Policy
+    fully_invested: bool = False
 
     @torch.no_grad()
     def target_weights(self, obs: torch.Tensor) -> torch.Tensor:
-        """The weights the env would trade for ``obs`` (clamped, normalised; all-zero = all cash)."""
-        return target_weights(self.policy(obs))[0]
+        """The weights the env would trade for ``obs`` (clamped, normalised; all-zero = all cash;
+        no cash weight for a fully invested run)."""
+        return target_weights(self.policy(obs), self.fully_invested)[0]
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,8 @@ def load_run(run_dir: Path, trader: str, *, full_panel: bool) -> LoadedRun:
     context = RunContext.of(spec, panel, device)
     policies = select(spec, leaderboard_of(run.tournament), context.agent_factory, archive_of(run.tournament))
     chosen = _choose(policies, trader, run.root)
-    return LoadedRun(run, spec, panel, context.eval_config, Trader(trader, chosen), device)
+    trader_of = Trader(trader, chosen, context.eval_config.fully_invested)
+    return LoadedRun(run, spec, panel, context.eval_config, trader_of, device)
 
 
 @dataclass(frozen=True)
@@ -146,9 +149,8 @@ def load_live(run_dir: Path, trader: str) -> LiveRun:
         ensemble_k=spec.tournament.ensemble_k,
         action_mode=spec.env.action_mode,
     )
-    return LiveRun(
-        run, spec, tuple(symbols), stats, spec.env_config(random_start=False), Trader(trader, policy)
-    )
+    config = spec.env_config(random_start=False)
+    return LiveRun(run, spec, tuple(symbols), stats, config, Trader(trader, policy, config.fully_invested))
 
 
 def _finished_spec(run: RunDir) -> Spec:

@@ -126,7 +126,7 @@ def replay(
 
     def recording(obs: torch.Tensor) -> torch.Tensor:
         actions = loaded.trader.policy(obs)
-        recorded.append(target_weights(actions)[0].to(torch.float64))
+        recorded.append(target_weights(actions, config.fully_invested)[0].to(torch.float64))
         return actions
 
     ledger = run_policy(replay_panel, REPLAY_SEGMENT, config, recording, device)

@@ -311,6 +311,12 @@ class EnvSpec(Model):
         "always start in cash",
         examples=["equal_weight"],
     )
+    fully_invested: bool = Field(
+        _env_default("fully_invested"),
+        description="weights mode: ignore the action's cash score, so every target spreads the whole "
+        "book over the assets (the oracle's and the linear baseline's family)",
+        examples=[True],
+    )
     num_envs: int = Field(64, ge=1, description="parallel training envs per pod (the batch N)", examples=[64])
 
 

@@ -176,6 +176,12 @@ class Spec(Model):
                 f"minibatches of at least {MIN_MINIBATCH_SIZE}; fix: raise agent.rollout_steps or "
                 f"env.num_envs{lower}"
             )
+        if self.env.fully_invested and config.pathwise_coef > 0.0:
+            raise ValueError(
+                "env.fully_invested: the pathwise term differentiates the reward through weights "
+                "that include cash, which a fully invested book ignores; fix: set agent.pathwise_coef "
+                "= 0, or env.fully_invested = false"
+            )
         if config.lr_schedule == "budget" and self.tournament.learners > 1:
             raise ValueError(
                 f"agent.lr_schedule: 'budget' decays the learning rate as the tournament's budget is "
@@ -342,6 +348,8 @@ class Spec(Model):
         }
         if trained["env"].get("start_portfolio") == "cash":  # as before the setting existed
             del trained["env"]["start_portfolio"]
+        if trained["env"].get("fully_invested") is False:  # as before the setting existed
+            del trained["env"]["fully_invested"]
         text = json.dumps(trained, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:8]
 

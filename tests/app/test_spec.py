@@ -62,6 +62,11 @@ BAD_FIELDS = [
     ({"env": {"rebalance_band": 1.0}}, "env.rebalance_band", "0.03"),
     ({"env": {"rebalance_band": -0.01}}, "env.rebalance_band", "fix:"),
     ({"env": {"start_portfolio": "random"}}, "env.start_portfolio", "equal_weight"),
+    (
+        {"env": {"fully_invested": True}, "agent": {"pathwise_coef": 1.0}},
+        "env.fully_invested",
+        "pathwise_coef",
+    ),
     ({"segments": {"validation": ["2017-06-01", "2018-06-29"]}}, "segments.validation", "order"),
     ({"segments": {"backtest": ["2018-12-31", "2018-07-02"]}}, "segments.backtest", "[first, last]"),
     ({"segments": {"train": ["2016-13-01", "2017-12-29"]}}, "segments.train", "fix:"),
@@ -275,3 +280,19 @@ def test_an_invested_start_is_for_training_episodes_only_and_cash_hashes_as_befo
         tomli_w.dumps(_merge(_demo_raw(), {"env": {"start_portfolio": "cash"}})), encoding="utf-8"
     )
     assert Spec.from_toml(stated).spec_hash() == spec.spec_hash()
+
+
+def test_fully_invested_hashes_as_before_when_off(tmp_path: Path) -> None:
+    import tomli_w
+
+    spec = Spec.from_toml(DEMO)
+    assert spec.env.fully_invested is False
+    path = tmp_path / "mandate.toml"
+    raw = _merge(_demo_raw(), {"env": {"fully_invested": True}, "agent": {"pathwise_coef": 0.0}})
+    path.write_text(tomli_w.dumps(raw), encoding="utf-8")
+    mandated = Spec.from_toml(path)
+    assert mandated.env_config(random_start=False).fully_invested, "backtests keep the mandate"
+    assert mandated.spec_hash() != spec.spec_hash()
+    off = tmp_path / "off.toml"
+    off.write_text(tomli_w.dumps(_merge(_demo_raw(), {"env": {"fully_invested": False}})), encoding="utf-8")
+    assert Spec.from_toml(off).spec_hash() == spec.spec_hash()

@@ -79,6 +79,8 @@ def reference_step(
     ]
     if config.action_mode == "weights":
         scores = [min(max(a, 0.0), 1.0) for a in action]
+        if config.fully_invested:
+            scores[0] = 0.0
         total = sum(scores)
         for i in range(num_assets):
             target = scores[i + 1] / total * value_at_fill / fill[i] if total > 0 else 0.0

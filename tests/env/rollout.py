@@ -37,6 +37,7 @@ def env_configs(draw: st.DrawFn) -> EnvConfig:
         whole_shares=draw(st.booleans()),
         rebalance_band=draw(st.sampled_from([0.0, 0.02, 0.1])),
         start_portfolio=draw(st.sampled_from(["cash", "equal_weight"])),
+        fully_invested=draw(st.booleans()),
     )
 
 

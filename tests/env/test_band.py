@@ -33,6 +33,8 @@ def _weight_gaps(
     held_usd = before_shares.double().numpy() * fill_table[bar].double().numpy()
     equity_usd = before_cash.double().numpy() + held_usd.sum(axis=1)
     scores = actions.double().numpy().clip(0.0, 1.0)
+    if case.config.fully_invested:
+        scores[:, 0] = 0.0
     total = scores.sum(axis=1, keepdims=True)
     target_weight = np.divide(scores[:, 1:], total, out=np.zeros_like(scores[:, 1:]), where=total > 0)
     return np.abs(target_weight - held_usd / equity_usd[:, None])

@@ -52,6 +52,7 @@ def test_numpy_comparison_env_has_the_same_semantics(config: EnvConfig) -> None:
         EnvConfig(action_mode="share_delta"),
         EnvConfig(rebalance_band=0.05),
         EnvConfig(start_portfolio="equal_weight"),
+        EnvConfig(fully_invested=True),
     ],
 )
 def test_numpy_comparison_env_refuses_other_modes(config: EnvConfig) -> None:

@@ -337,3 +337,27 @@ def test_reset_at_starts_invested_books_at_the_chosen_bars() -> None:
     assert torch.equal(env.state.t, starts)
     np.testing.assert_allclose(env.state.equity_usd.numpy(), config.initial_cash_usd, rtol=1e-12)
     assert env.state.shares.any(dim=1).all()
+
+
+def test_a_fully_invested_book_ignores_the_cash_score() -> None:
+    panel = random_panel(num_bars=80, num_assets=3, num_features=2, seed=4, untradable_fraction=0.0)
+    base = EnvConfig(horizon_bars=10, fee_rate=0.001, max_participation=math.inf)
+    invested = EnvConfig(horizon_bars=10, fee_rate=0.001, max_participation=math.inf, fully_invested=True)
+    mostly_cash = torch.tensor([[0.9, 0.05, 0.03, 0.02]]).repeat(4, 1)
+    free = TradingEnv(panel, "train", base, num_envs=4, seed=3)
+    mandated = TradingEnv(panel, "train", invested, num_envs=4, seed=3)
+    *_, free_info = free.step(mostly_cash)
+    *_, mandated_info = mandated.step(mostly_cash)
+    assert (free_info["cash_usd"] > 0.8 * base.initial_cash_usd).all()
+    assert (mandated_info["cash_usd"] < 1e-6 * base.initial_cash_usd).all(), "the cash score was traded"
+    # the same book as the asset scores alone ask for
+    assets_only = mostly_cash.clone()
+    assets_only[:, 0] = 0.0
+    again = TradingEnv(panel, "train", base, num_envs=4, seed=3)
+    *_, same = again.step(assets_only)
+    assert torch.equal(same["shares"], mandated_info["shares"])
+    all_zero = torch.zeros(4, 4)
+    all_zero[:, 0] = 1.0  # only a cash score: nothing to spread, so the book stays in cash
+    fresh = TradingEnv(panel, "train", invested, num_envs=4, seed=3)
+    *_, cash_info = fresh.step(all_zero)
+    assert not cash_info["shares"].any()

@@ -390,3 +390,18 @@ def test_orders_have_at_most_9_decimals_and_dust_is_not_sent() -> None:
     assert qty > 0
     assert qty == np.trunc(qty * 1e9) / 1e9
     assert qty * 3.0 <= 500.0
+
+
+def test_a_fully_invested_trader_sends_no_cash_weight_and_the_weight_cap_still_moves_excess_to_cash() -> None:
+    from finpod.paper.sizing import plan_orders
+
+    scores = torch.tensor([[0.8, 0.15, 0.05]])
+    trader = Trader("best", lambda obs: scores.expand(obs.shape[0], 3), fully_invested=True)
+    weights = trader.target_weights(torch.zeros(1, 7)).to(torch.float64).numpy()
+    np.testing.assert_allclose(weights, [0.0, 0.75, 0.25])
+    assert Trader("best", trader.policy).target_weights(torch.zeros(1, 7))[0] == pytest.approx(0.8)
+    limits = OrderLimits(max_weight_per_asset=0.5, max_order_notional_usd=1e12)
+    config = EnvConfig(fee_rate=0.0, fully_invested=True)
+    plan = plan_orders(weights, 1000.0, np.zeros(2), np.array([10.0, 10.0]), np.ones(2, bool), config, limits)
+    np.testing.assert_allclose(plan.weights, [0.25, 0.5, 0.25])  # the cap's excess stays in cash
+    np.testing.assert_allclose(plan.delta_shares, [50.0, 25.0])

@@ -32,6 +32,7 @@ SPEC_ROWS: tuple[tuple[str, str], ...] = tuple(
         ("Fill", "env.fill"),
         ("Reward", "env.reward"),
         ("Training episodes start in", "env.start_portfolio"),
+        ("Fully invested (cash weight ignored)", "env.fully_invested"),
         ("Tournament pool size", "tournament.pool_size"),
         ("Leaderboard size", "tournament.leaderboard_size"),
         ("Budget (env steps)", "tournament.budget_env_steps"),

@@ -90,6 +90,18 @@ INTRADAY_TOURNAMENT_DEFAULTS: dict[str, Any] = {
 ``[tournament]`` does not state them: gamma searched over horizons of 10 to 1,000 bars around the
 intraday agent's 0.99 (:data:`finpod.spec.agent.INTRADAY_AGENT_DEFAULTS`)."""
 
+INTRADAY_ENV_DEFAULTS: dict[str, Any] = {"fully_invested": True}
+"""What a spec of minute bars (``frequency = "1min"``) trading target weights without the pathwise
+term gets when its ``[env]`` does not state them: a fully invested book (the action's cash score is
+ignored), the family of the oracle and of the linear baseline. Ranked by Sharpe on ten validation
+sessions, a book that may hold cash wins by holding it through a falling window and can lose the
+held-out weeks by the market's whole move: on the skill bench's minute20 case at 120 s (0.2 % fee,
+1 % band) best minus equal weight was -3.83 Sharpe on seed 3 with cash allowed, and -0.04 fully
+invested; on the tuning seeds 100-102 -0.18, -1.50, -0.14 with cash against -0.12, -0.01, -0.08
+(BENCHMARKS.md "A fully invested book: the minute default"). Daily specs train with the pathwise
+term, which differentiates the reward through the cash weight, so they keep it (``fully_invested``
+is refused beside it)."""
+
 
 DAILY_VALIDATION_CHUNKS: Final[int] = 16
 """Validation chunks of a daily spec silent on them: the demo's pods spent a third of their round time
@@ -314,7 +326,8 @@ class EnvSpec(Model):
     fully_invested: bool = Field(
         _env_default("fully_invested"),
         description="weights mode: ignore the action's cash score, so every target spreads the whole "
-        "book over the assets (the oracle's and the linear baseline's family)",
+        "book over the assets (the oracle's and the linear baseline's family); a spec silent on it "
+        "gets true on minute bars without the pathwise term, else false",
         examples=[True],
     )
     num_envs: int = Field(64, ge=1, description="parallel training envs per pod (the batch N)", examples=[64])

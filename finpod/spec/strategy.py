@@ -23,13 +23,14 @@ from pydantic import (
 from finpod.env.config import EnvConfig
 from finpod.errors import SpecError
 from finpod.spec.agent import agent_defaults, ppo_config_from, uses_pathwise
-from finpod.spec.base import Model
+from finpod.spec.base import Model, default_of
 from finpod.spec.merge import deep_merge, drop_none
 from finpod.spec.messages import one_line
 from finpod.spec.sections import (
     DAILY_VALIDATION_CHUNKS,
     DAILY_VALIDATION_WARMUP_BARS,
     DEFAULT_BUDGET_PASSES,
+    INTRADAY_ENV_DEFAULTS,
     INTRADAY_TOURNAMENT_DEFAULTS,
     INTRADAY_VALIDATION_DEFAULTS,
     SCORE_FUNCTION_TOURNAMENT_DEFAULTS,
@@ -68,6 +69,17 @@ def _default_bounds(
 
 
 _VALIDATION_FIELDS: tuple[str, ...] = ("validation_chunks", "validation_warmup_bars")
+
+
+def env_defaults(agent: Mapping[str, Any], action_mode: str, frequency: str) -> dict[str, Any]:
+    """What an ``[env]`` silent on them gets over :class:`~finpod.env.EnvConfig`'s defaults: on minute
+    bars, trading target weights without the pathwise term,
+    :data:`~finpod.spec.sections.INTRADAY_ENV_DEFAULTS` (a fully invested book); else nothing."""
+    if frequency != "1min" or action_mode != "weights":
+        return {}
+    if uses_pathwise({**agent_defaults(agent, action_mode, frequency), **agent}):
+        return {}
+    return dict(INTRADAY_ENV_DEFAULTS)
 
 
 def _validation_defaults(frequency: str) -> dict[str, int]:
@@ -146,14 +158,19 @@ class Spec(Model):
         (:func:`default_search_defaults`); on minute bars one silent on the validation chunks scores
         in one continuous pass (:data:`~finpod.spec.sections.INTRADAY_VALIDATION_DEFAULTS`); one
         silent on both ``budget_env_steps`` and ``budget_passes`` stops after
-        :data:`~finpod.spec.sections.DEFAULT_BUDGET_PASSES` passes over its train bars."""
+        :data:`~finpod.spec.sections.DEFAULT_BUDGET_PASSES` passes over its train bars; an ``[env]``
+        silent on them gets :func:`env_defaults`."""
         if not isinstance(raw, dict):
             return raw
         tournament, agent, env = (raw.get(key, {}) for key in ("tournament", "agent", "env"))
         if not isinstance(tournament, dict) or not isinstance(agent, dict) or not isinstance(env, dict):
             return raw
         frequency = str(raw.get("frequency", "1d"))
-        defaults = default_search_defaults(agent, str(env.get("action_mode", "weights")), frequency)
+        action_mode = str(env.get("action_mode", "weights"))
+        env_missing = {k: v for k, v in env_defaults(agent, action_mode, frequency).items() if k not in env}
+        if env_missing:
+            raw = {**raw, "env": {**env, **env_missing}}
+        defaults = default_search_defaults(agent, action_mode, frequency)
         if frequency == "1min":
             defaults = {**defaults, **INTRADAY_VALIDATION_DEFAULTS}
         if "budget_env_steps" not in tournament:
@@ -242,6 +259,13 @@ class Spec(Model):
         }:
             for name in _VALIDATION_FIELDS:
                 del dumped["tournament"][name]
+        # Env settings equal to this spec's env defaults are chosen again for the new bar size, agent
+        # and action mode (a daily spec moved to minute bars trades a fully invested book; a minute
+        # spec that turns the pathwise term on may hold cash).
+        own_env_defaults = env_defaults(self.agent, self.env.action_mode, self.frequency)
+        for name in INTRADAY_ENV_DEFAULTS:
+            if dumped["env"][name] == own_env_defaults.get(name, default_of(EnvConfig, name)):
+                del dumped["env"][name]
         # A pass budget equal to the default gives way to an env-step budget stated now (a spec that
         # states budget_env_steps is taken at its word, in code and by --set as in a file).
         stated_tournament = sections.get("tournament", {})

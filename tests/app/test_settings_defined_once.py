@@ -2,8 +2,8 @@
 configures (``[env]``: ``EnvConfig``, ``[tournament]``: podracer's ``TournamentConfig``, ``[agent]``:
 podracer's ``PPOConfig``) is that dataclass's default. The only exceptions are finpod's own
 defaults over the domain-free engine's, each listed once: ``TOURNAMENT_DEFAULTS`` and
-``AGENT_DEFAULTS``, and over those the minute-bar ones, ``INTRADAY_TOURNAMENT_DEFAULTS`` and
-``INTRADAY_AGENT_DEFAULTS``.
+``AGENT_DEFAULTS``, and over those the minute-bar ones, ``INTRADAY_TOURNAMENT_DEFAULTS``,
+``INTRADAY_AGENT_DEFAULTS`` and ``INTRADAY_ENV_DEFAULTS``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from finpod.env.config import EnvConfig
 from finpod.spec import AGENT_DEFAULTS, EnvSpec, Spec, TournamentSpec
 from finpod.spec.agent import INTRADAY_AGENT_DEFAULTS, SCORE_FUNCTION_LEARNING_RATE
-from finpod.spec.sections import INTRADAY_TOURNAMENT_DEFAULTS, TOURNAMENT_DEFAULTS
+from finpod.spec.sections import INTRADAY_ENV_DEFAULTS, INTRADAY_TOURNAMENT_DEFAULTS, TOURNAMENT_DEFAULTS
 from podracer.api import PPOConfig, TournamentConfig
 
 SECTIONS: list[tuple[type[BaseModel], type[Any], dict[str, Any], frozenset[str]]] = [
@@ -112,6 +112,42 @@ def test_a_spec_of_minute_bars_gets_the_intraday_defaults_over_finpod_s() -> Non
         daily.tournament_config(), **INTRADAY_TOURNAMENT_DEFAULTS
     )
     assert daily.tournament_config().perturb_bounds == TOURNAMENT_DEFAULTS["perturb_bounds"]
+    assert minute.env_config(random_start=True) == dataclasses.replace(
+        daily.env_config(random_start=True), **INTRADAY_ENV_DEFAULTS
+    )
+    assert minute.env_config(random_start=False).fully_invested, "validation and backtests keep it"
+    assert INTRADAY_ENV_DEFAULTS == {"fully_invested": True}
+    assert not EnvConfig().fully_invested, "the engine's env holds cash unless told"
+
+
+def _minute(**sections: Any) -> Spec:
+    return Spec.from_dict({"name": "minute", "frequency": "1min", "segments": SEGMENTS, **sections})
+
+
+def test_a_minute_spec_holds_cash_where_the_fully_invested_default_does_not_apply() -> None:
+    assert _minute(env={"fully_invested": False}).env.fully_invested is False, "stated: kept"
+    assert _minute(env={"action_mode": "share_delta"}).env.fully_invested is False
+    pathwise = _minute(agent={"pathwise_coef": 1.0, "advantages": "entity"})
+    assert pathwise.agent_config().pathwise_coef == 1.0
+    assert pathwise.env.fully_invested is False, "the pathwise term differentiates through cash"
+
+
+def test_with_chooses_the_env_default_again_for_a_new_bar_size_or_agent() -> None:
+    daily = Spec.from_dict({"name": "daily", "frequency": "1d", "segments": SEGMENTS})
+    assert daily.env.fully_invested is False
+    moved = daily.with_(frequency="1min")
+    assert moved.env.fully_invested is True
+    assert moved.spec_hash() == _minute(name="daily").spec_hash()
+    assert moved.with_(frequency="1d").env.fully_invested is False
+    pathwise = _minute().with_(agent={"pathwise_coef": 1.0, "advantages": "entity"})
+    assert pathwise.env.fully_invested is False, "re-chosen, not refused"
+    stated_off = _minute(env={"fully_invested": False}).with_(seed=3)
+    assert stated_off.env.fully_invested is False
+    stated_on = daily.with_(env={"fully_invested": True}, agent={"pathwise_coef": 0.0})
+    assert stated_on.with_(seed=2).env.fully_invested is True, "a daily spec's stated mandate stays"
+    again = Spec.from_dict(tomllib.loads(_minute().to_toml()))
+    assert again.env.fully_invested is True
+    assert again.spec_hash() == _minute().spec_hash()
 
 
 def test_a_minute_spec_that_states_its_search_or_gamma_keeps_them() -> None:

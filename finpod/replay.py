@@ -165,7 +165,11 @@ def _first_session(bars: pd.DataFrame) -> dt.date:
 
 
 def _policy_options(spec: Spec) -> dict[str, Any]:
-    return {"ensemble_k": spec.tournament.ensemble_k, "action_mode": spec.env.action_mode}
+    return {
+        "ensemble_k": spec.tournament.ensemble_k,
+        "action_mode": spec.env.action_mode,
+        "fully_invested": spec.env.fully_invested,
+    }
 
 
 def _board_lineages(run: RunDir, k: int) -> list[int]:

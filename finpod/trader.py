@@ -55,6 +55,8 @@ class TraderPolicy:
         action_mode: the env's action mode the trader was trained for.
         device: where it runs (observations are moved there).
         agents: the leaderboard agents it is made of (one, or the ensemble's k).
+        fully_invested: the env it was trained for ignores the cash score (``env.fully_invested``):
+            trade its actions' asset scores, normalised, and hold no cash.
     """
 
     name: str
@@ -64,6 +66,7 @@ class TraderPolicy:
     device: torch.device
     agents: tuple[Agent, ...]
     act: Policy
+    fully_invested: bool = False
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
         """Actions ``(N, A)`` float32 for observations ``(N, D)`` (any array torch can read)."""
@@ -93,7 +96,8 @@ class TraderPolicy:
         )
         torch.export.save(program, str(target))
         sidecar = {"name": self.name, "obs_dim": self.obs_dim, "action_dim": self.action_dim}
-        sidecar |= {"action_mode": self.action_mode, "device": str(self.device)}
+        sidecar |= {"action_mode": self.action_mode, "fully_invested": self.fully_invested}
+        sidecar |= {"device": str(self.device)}
         target.with_suffix(target.suffix + ".json").write_text(
             json.dumps(sidecar, indent=2), encoding="utf-8"
         )
@@ -120,7 +124,13 @@ class _Exportable(nn.Module):
 
 
 def load_policy(
-    run_dir: str | Path, which: TraderName = "best", *, ensemble_k: int, action_mode: str, device: str = "cpu"
+    run_dir: str | Path,
+    which: TraderName = "best",
+    *,
+    ensemble_k: int,
+    action_mode: str,
+    fully_invested: bool = False,
+    device: str = "cpu",
 ) -> TraderPolicy:
     """The trader ``which`` of the run in ``run_dir``, rebuilt from its leaderboard snapshots.
 
@@ -132,6 +142,8 @@ def load_policy(
             rank.
         ensemble_k: the spec's ``tournament.ensemble_k``.
         action_mode: the spec's ``env.action_mode``.
+        fully_invested: the spec's ``env.fully_invested`` (an ensemble drops each member's cash
+            score before it averages their weights, as the run traded it).
         device: where the trader runs (``"cpu"`` or ``"cuda"``).
 
     Raises:
@@ -164,7 +176,7 @@ def load_policy(
         members = tuple(
             PPOAgent.from_state_dict(archive.load_state(i), where) for i in range(len(archive.entries))
         )
-        return _trader(f"trajectory{len(members)}", members, action_mode, where)
+        return _trader(f"trajectory{len(members)}", members, action_mode, fully_invested, where)
     elif isinstance(which, int) and not isinstance(which, bool) and 1 <= which <= size:
         ranks, name = [which - 1], f"rank{which}"
     else:
@@ -173,13 +185,18 @@ def load_policy(
             f"from 1 to {size}"
         )
     agents = tuple(PPOAgent.from_state_dict(board.load_state(rank), where) for rank in ranks)
-    return _trader(name, agents, action_mode, where)
+    return _trader(name, agents, action_mode, fully_invested, where)
 
 
-def _trader(name: str, agents: tuple[PPOAgent, ...], action_mode: str, where: torch.device) -> TraderPolicy:
+def _trader(
+    name: str, agents: tuple[PPOAgent, ...], action_mode: str, fully_invested: bool, where: torch.device
+) -> TraderPolicy:
     """The :class:`TraderPolicy` of one agent, or of the ensemble of several (their target weights
     averaged)."""
-    act = deterministic_policy(agents[0]) if len(agents) == 1 else ensemble_policy(list(agents), action_mode)
+    if len(agents) == 1:
+        act = deterministic_policy(agents[0])
+    else:
+        act = ensemble_policy(list(agents), action_mode, fully_invested)
     first = agents[0]
     return TraderPolicy(
         name=name,
@@ -189,4 +206,5 @@ def _trader(name: str, agents: tuple[PPOAgent, ...], action_mode: str, where: to
         device=where,
         agents=agents,
         act=act,
+        fully_invested=fully_invested,
     )

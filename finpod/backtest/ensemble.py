@@ -34,23 +34,28 @@ class EnsemblePolicy:
     final trader), as a :data:`Policy` ``obs (B, D) -> actions (B, A)``.
 
     In ``weights`` mode each member's deterministic action is first turned into the weights the env
-    would trade (clamp, normalise), so a member's vote does not depend on the scale of its raw
-    scores; the mean of weights is itself a weights action the env trades unchanged. In
+    would trade (clamp, normalise; with ``fully_invested``, the cash score ignored first), so a
+    member's vote does not depend on the scale of its raw scores and is the book that member would
+    hold; the mean of weights is itself a weights action the env trades unchanged. In
     ``share_delta`` mode the share orders are averaged.
 
     Args:
         members: the members' deterministic policies.
         action_mode: the env's action mode (``"weights"`` or ``"share_delta"``).
+        fully_invested: the env ignores the cash score (``EnvConfig.fully_invested``): so does each
+            member's vote, before the average (averaging first would let one member's cash weight
+            scale the others' books).
     """
 
-    def __init__(self, members: list[Policy], action_mode: str) -> None:
+    def __init__(self, members: list[Policy], action_mode: str, fully_invested: bool = False) -> None:
         self.members = members
         self.action_mode = action_mode
+        self.fully_invested = fully_invested
 
     def combine(self, actions: torch.Tensor) -> torch.Tensor:
         """The ensemble's action ``(B, A)`` from its members' actions ``(K, B, A)`` (members in order)."""
         if self.action_mode == "weights":
-            actions = target_weights(actions)
+            actions = target_weights(actions, self.fully_invested)
         return actions.mean(dim=0)
 
     @torch.no_grad()
@@ -59,6 +64,6 @@ class EnsemblePolicy:
         return self.combine(torch.stack([member(obs) for member in self.members]))
 
 
-def ensemble_policy(agents: list[Agent], action_mode: str) -> EnsemblePolicy:
+def ensemble_policy(agents: list[Agent], action_mode: str, fully_invested: bool = False) -> EnsemblePolicy:
     """:class:`EnsemblePolicy` of the agents' frozen deterministic policies."""
-    return EnsemblePolicy([deterministic_policy(agent) for agent in agents], action_mode)
+    return EnsemblePolicy([deterministic_policy(agent) for agent in agents], action_mode, fully_invested)

@@ -148,6 +148,7 @@ def load_live(run_dir: Path, trader: str) -> LiveRun:
         "trajectory" if trader == "trajectory" else ("best" if trader == "best" else "ensemble"),
         ensemble_k=spec.tournament.ensemble_k,
         action_mode=spec.env.action_mode,
+        fully_invested=spec.env.fully_invested,
     )
     config = spec.env_config(random_start=False)
     return LiveRun(run, spec, tuple(symbols), stats, config, Trader(trader, policy, config.fully_invested))

@@ -134,6 +134,7 @@ class RunResult:
             which,
             ensemble_k=self.spec.tournament.ensemble_k,
             action_mode=self.spec.env.action_mode,
+            fully_invested=self.spec.env.fully_invested,
             device=device,
         )
 
@@ -317,10 +318,14 @@ def select(
     ranks = leaderboard.top_lineage_ranks(spec.tournament.ensemble_k)
     if len(ranks) >= 2:
         agents = [leaderboard.load_agent(rank, factory) for rank in ranks]
-        policies[f"ensemble_top{len(ranks)}"] = ensemble_policy(agents, spec.env.action_mode)
+        policies[f"ensemble_top{len(ranks)}"] = ensemble_policy(
+            agents, spec.env.action_mode, spec.env.fully_invested
+        )
     if archive is not None and len(archive.entries) >= 2:
         members = [archive.load_agent(position, factory) for position in range(len(archive.entries))]
-        policies[f"{TRAJECTORY_PREFIX}{len(members)}"] = ensemble_policy(members, spec.env.action_mode)
+        policies[f"{TRAJECTORY_PREFIX}{len(members)}"] = ensemble_policy(
+            members, spec.env.action_mode, spec.env.fully_invested
+        )
     return policies
 
 

@@ -127,3 +127,27 @@ def test_an_archive_too_small_for_an_ensemble_is_a_one_line_error() -> None:
             spec.with_(tournament={"archive_size": size})
     assert spec.spec_hash() == spec.with_(tournament={"archive_size": 0}).spec_hash()
     assert spec.spec_hash() != spec.with_(tournament={"archive_size": 16}).spec_hash()
+
+
+# Member A holds half cash and half asset 1; member B all asset 2. Fully invested, A's own book is all
+# asset 1, so the ensemble holds [0, 0.5, 0.5]; averaging first and then dropping cash would give
+# [0, 1/3, 2/3] (A's cash weight shrinking its vote).
+HALF_CASH, ALL_SECOND = [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]
+FULLY_INVESTED_EXPECTED = [0.0, 0.5, 0.5]
+
+
+def test_a_fully_invested_ensemble_averages_each_member_s_invested_book() -> None:
+    members: Any = [_Fixed(HALF_CASH), _Fixed(ALL_SECOND)]
+    invested = ensemble_policy(members, "weights", fully_invested=True)(torch.zeros(2, 4))
+    torch.testing.assert_close(invested, torch.tensor([FULLY_INVESTED_EXPECTED] * 2))
+    torch.testing.assert_close(target_weights(invested, fully_invested=True), invested)
+    with_cash = ensemble_policy(members, "weights")(torch.zeros(1, 4))
+    torch.testing.assert_close(with_cash, torch.tensor([[0.25, 0.25, 0.5]]))
+
+
+def test_select_builds_the_ensembles_under_the_spec_s_mandate() -> None:
+    spec = tiny_spec(Path("unused")).with_(env={"fully_invested": True}, agent={"pathwise_coef": 0.0})
+    board = _Board([_Fixed(HALF_CASH), _Fixed(ALL_SECOND)])
+    policies = select(spec, board, factory=None)  # type: ignore[arg-type]
+    action = policies["ensemble_top2"](torch.zeros(1, 4))
+    torch.testing.assert_close(action, torch.tensor([FULLY_INVESTED_EXPECTED]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,7 @@ from tiny import expected_traders, tiny_bars, tiny_spec, trajectory_name, write_
 
 import finpod
 from finpod.env import TorchVectorEnv
+from finpod.trader import load_policy
 
 
 @pytest.mark.slow
@@ -34,6 +36,13 @@ def test_research_script_policy_backtest_export_and_compare(tmp_path: Path) -> N
     assert float(actions.min()) >= 0.0
     assert float(actions.max()) <= 1.0
     assert first.policy("ensemble").name == "ensemble_top2"
+    assert first.policy("ensemble").fully_invested is False  # a daily spec may hold cash
+    mandated = load_policy(
+        first.run_dir, "ensemble", ensemble_k=2, action_mode="weights", fully_invested=True
+    )
+    assert mandated.fully_invested
+    assert not mandated(obs)[:, 0].any(), "each member's cash score dropped before the average"
+    torch.testing.assert_close(mandated(obs).sum(dim=1), torch.ones(2))
     assert torch.equal(first.policy(1)(obs), actions)
     with pytest.raises(finpod.SpecError, match="rank from 1"):
         first.policy(9)
@@ -64,6 +73,9 @@ def test_research_script_policy_backtest_export_and_compare(tmp_path: Path) -> N
         finpod.backtest_run(first, start="2019-01-02")
 
     exported = best.export(tmp_path / "best.pt2")
+    sidecar = json.loads(exported.with_suffix(".pt2.json").read_text(encoding="utf-8"))
+    assert sidecar["action_mode"] == "weights"
+    assert sidecar["fully_invested"] is False
     probe = np.random.default_rng(0).normal(size=(5, best.obs_dim)).astype(np.float32)
     np.save(tmp_path / "obs.npy", probe)
     expected = best(torch.from_numpy(probe)).numpy()

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import empyrical as ep
+import numpy as np
 import pandas as pd
 import torch
 
 from finpod.backtest.pyfolio_format import ledger_to_result
+from finpod.backtest.result import TraderResult
 from finpod.backtest.runner import run_policy
 from finpod.data.panel import Panel
 from finpod.data.signals import (
@@ -36,6 +38,7 @@ from finpod.data.signals import (
 )
 from finpod.env.config import EnvConfig
 from finpod.errors import SpecError
+from finpod.report.metrics import SESSIONS_PER_YEAR
 from finpod.tilt import BarScores, ScoreFn, TiltFit, TiltParams, fit_tilt, tilt_policy
 from podracer.api import Policy
 
@@ -199,9 +202,34 @@ def segment_returns(
     panel: Panel, segment: str, config: EnvConfig, policy: Policy, device: torch.device
 ) -> pd.Series:
     """Daily simple returns of ``policy`` over ``segment``: one deterministic pass through the env."""
+    return segment_result(panel, segment, config, policy, device).returns
+
+
+def segment_result(
+    panel: Panel, segment: str, config: EnvConfig, policy: Policy, device: torch.device
+) -> TraderResult:
+    """Daily returns, equity, costs and turnover of ``policy`` over ``segment`` (one deterministic pass)."""
     _check_weights_mode(config)
     ledger = run_policy(panel, segment, config, policy, device)
-    return ledger_to_result("policy", "trader", panel, ledger, config.initial_cash_usd).returns
+    return ledger_to_result("policy", "trader", panel, ledger, config.initial_cash_usd)
+
+
+def cost_drag(result: TraderResult) -> tuple[float, float]:
+    """What a trader's costs took: ``(annual cost in % of equity, Sharpe before costs)``.
+
+    Each session's fees plus slippage are divided by the equity it started with (the previous
+    session's close, the initial capital for the first), summed over the segment and annualised
+    over 252 sessions; the Sharpe before costs is that of the daily returns with each session's
+    cost fraction added back. NaN for an empty segment.
+    """
+    if result.returns.empty:
+        return math.nan, math.nan
+    equity = result.equity_usd.to_numpy(float)
+    start_equity = np.concatenate([[equity[0] / (1.0 + float(result.returns.iloc[0]))], equity[:-1]])
+    cost_fraction = result.costs_usd.to_numpy(float) / start_equity
+    annual_pct = 100.0 * float(cost_fraction.mean()) * SESSIONS_PER_YEAR
+    gross = result.returns + cost_fraction
+    return annual_pct, returns_sharpe(gross)
 
 
 def returns_sharpe(returns: pd.Series) -> float:

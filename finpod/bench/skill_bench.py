@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from finpod.backtest.result import TraderResult
 from finpod.bench.skill_names import (
     CONTENDERS,
     DAILY_KINDS,
@@ -74,7 +75,15 @@ from finpod.env.observation import all_cash_rows
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.linear_baseline import fit_linear_trader
-from finpod.oracle import equal_weight_policy, fit_oracle, returns_sharpe, segment_returns, share_captured
+from finpod.oracle import (
+    cost_drag,
+    equal_weight_policy,
+    fit_oracle,
+    returns_sharpe,
+    segment_result,
+    segment_returns,
+    share_captured,
+)
 from finpod.pipeline.backend import pod_backend
 from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import backtest_panel, selection_panel
@@ -270,6 +279,11 @@ class ContenderResult:
             (:meth:`_Problem.snapshot_rows` names every column).
         pick: ``best``'s validation edge over equal weight and the pick it gives
             (:meth:`~finpod.report.verdict.PickVerdict.to_json`; empty without a ``best``).
+        cost_pct_year: trader name -> held-out fees plus slippage, % of equity a year
+            (:func:`~finpod.oracle.cost_drag`).
+        gross_sharpe: trader name -> held-out Sharpe before costs (each session's cost added back):
+            beside :attr:`SeedResult.equal_weight_gross_sharpe`, whether a trader trailing equal
+            weight lost to its fees or to its positions.
     """
 
     sharpe: dict[str, float]
@@ -281,6 +295,8 @@ class ContenderResult:
     curve: list[list[float]] = field(default_factory=list)
     snapshots: list[list[Any]] = field(default_factory=list)
     pick: dict[str, Any] = field(default_factory=dict)
+    cost_pct_year: dict[str, float] = field(default_factory=dict)
+    gross_sharpe: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -300,6 +316,8 @@ class SeedResult:
         oracle_edge_se: standard error of the oracle's held-out Sharpe minus equal weight's (paired
             daily returns: :func:`~finpod.report.verdict.sharpe_difference_variance`); a share is
             a ratio to that edge, so it says little on a seed where the edge is within noise.
+        equal_weight_cost_pct_year: equal weight's held-out costs, % of equity a year.
+        equal_weight_gross_sharpe: equal weight's held-out Sharpe before costs.
     """
 
     case: str
@@ -312,6 +330,8 @@ class SeedResult:
     oracle: dict[str, Any] = field(default_factory=dict)
     linear: dict[str, Any] = field(default_factory=dict)
     oracle_edge_se: float = math.nan
+    equal_weight_cost_pct_year: float = math.nan
+    equal_weight_gross_sharpe: float = math.nan
 
     @property
     def oracle_edge_z(self) -> float:
@@ -598,7 +618,10 @@ class _Problem:
         return target_weights_ic(targets, full, segment)
 
     def held_out(self, policy: Policy) -> pd.Series:
-        return segment_returns(self.full, "backtest", self.eval_config, policy, self.device)
+        return self.held_out_result(policy).returns
+
+    def held_out_result(self, policy: Policy) -> TraderResult:
+        return segment_result(self.full, "backtest", self.eval_config, policy, self.device)
 
 
 def _train_one(
@@ -766,8 +789,10 @@ def run_seed(
     oracle_returns = reference.held_out(oracle_fit.policy)
     oracle = returns_sharpe(oracle_returns)
     equal_policy = equal_weight_policy(case.n_symbols)
-    equal_returns = reference.held_out(equal_policy)
+    equal_result = reference.held_out_result(equal_policy)
+    equal_returns = equal_result.returns
     equal = returns_sharpe(equal_returns)
+    equal_costs = cost_drag(equal_result)
     edge_variance = sharpe_difference_variance(oracle_returns.to_numpy(float), equal_returns.to_numpy(float))
     linear = fit_linear_trader(selection, reference.eval_config, device)
     linear_sharpe = returns_sharpe(reference.held_out(linear.policy))
@@ -778,13 +803,15 @@ def run_seed(
             problem = _Problem(spec, selection, full, device, oracle, equal, keep_snapshots=snapshots)
             policies, steps = _RUNNERS[name](problem)
             seconds = problem.seconds
-            held_out = {trader: problem.held_out(policy) for trader, policy in policies.items()}
+            results_of = {trader: problem.held_out_result(policy) for trader, policy in policies.items()}
             pick = None
             if "best" in policies:  # the run's pick: best, or equal weight when it did not show its edge
                 pick = gate_pick(
                     problem.validation_returns(policies["best"]), problem.validation_returns(equal_policy)
                 )
-                held_out[PICK] = held_out["best"] if pick.trader == "best" else equal_returns
+                results_of[PICK] = results_of["best"] if pick.trader == "best" else equal_result
+            held_out = {trader: result.returns for trader, result in results_of.items()}
+            costs = {trader: cost_drag(result) for trader, result in results_of.items()}
             sharpe = {trader: returns_sharpe(returns) for trader, returns in held_out.items()}
             dsr = {
                 trader: _nan_if_none(judge(trader, returns, equal_returns, problem.trials).dsr)
@@ -800,6 +827,8 @@ def run_seed(
                 curve=problem.curve,
                 snapshots=problem.snapshot_rows(),
                 pick={} if pick is None else pick.to_json(),
+                cost_pct_year={trader: pct for trader, (pct, _) in costs.items()},
+                gross_sharpe={trader: gross for trader, (_, gross) in costs.items()},
             )
             results[f"{hyper}/{name}"] = result
             if on_result is not None:
@@ -815,6 +844,8 @@ def run_seed(
         oracle_edge_se=math.sqrt(edge_variance) if math.isfinite(edge_variance) else math.nan,
         oracle=oracle_fit.to_json(),
         linear=linear.to_json(),
+        equal_weight_cost_pct_year=equal_costs[0],
+        equal_weight_gross_sharpe=equal_costs[1],
     )
 
 

@@ -7,6 +7,7 @@ command, ``--help`` and ``--version`` start without them.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -237,7 +238,9 @@ _HyperOption = Annotated[
 def _echo_progress(case: str, seed: int, err: bool) -> Callable[[str, ContenderResult], None]:
     def progress(key: str, result: ContenderResult) -> None:
         traders = "  ".join(
-            f"{t} {result.sharpe[t]:.2f} (share {result.share[t]:.2f}, DSR {result.dsr[t]:.2f})"
+            f"{t} {result.sharpe[t]:.2f} (share {result.share[t]:.2f}, DSR {result.dsr[t]:.2f}, "
+            f"costs {result.cost_pct_year.get(t, math.nan):.2f} %/yr, "
+            f"{result.gross_sharpe.get(t, math.nan):.2f} before them)"
             for t in result.sharpe
         )
         line = f"{case} seed {seed} {key}: {traders}; {result.env_steps} steps, {result.seconds:.0f} s"
@@ -296,7 +299,9 @@ def skill(
                 typer.echo(
                     f"{name} seed {seed}: oracle {found.oracle_sharpe:.2f} (train-fitted {params}; "
                     f"{found.oracle_edge_z:+.1f} standard errors over equal weight), "
-                    f"equal weight {found.equal_weight_sharpe:.2f}, linear {found.linear_sharpe:.2f} "
+                    f"equal weight {found.equal_weight_sharpe:.2f} (costs "
+                    f"{found.equal_weight_cost_pct_year:.2f} %/yr, {found.equal_weight_gross_sharpe:.2f} "
+                    f"before them), linear {found.linear_sharpe:.2f} "
                     f"(share {found.linear_share:.2f})"
                 )
                 for key, row in found.contenders.items():

@@ -178,3 +178,28 @@ def test_a_fit_scores_each_bar_once_and_gets_the_same_sharpes(
     assert set(rows_scored["every"]) == {len(members) * bars_side_by_side}  # every account
     assert shared.tolist() == every.tolist()
     assert len(set(shared.tolist())) > 10  # the members trade differently
+
+
+def test_cost_drag_divides_each_session_s_costs_by_the_equity_it_started_with() -> None:
+    import numpy as np
+    import pandas as pd
+
+    from finpod.backtest.result import TraderResult
+    from finpod.oracle import cost_drag, returns_sharpe
+
+    dates = pd.date_range("2020-01-02", periods=4, freq="B", tz="UTC")
+    returns = pd.Series([0.01, -0.02, 0.005, 0.0], index=dates)
+    equity = 1_000_000.0 * (1.0 + returns).cumprod()
+    costs = pd.Series([100.0, 0.0, 50.0, 10.0], index=dates)
+    empty = pd.DataFrame()
+    result = TraderResult("t", "trader", returns, equity, empty, empty, costs, costs * 0.0)
+    start = np.array([1_000_000.0, *equity.to_numpy()[:-1]])
+    fractions = costs.to_numpy() / start
+    annual_pct, gross = cost_drag(result)
+    assert annual_pct == pytest.approx(100.0 * fractions.mean() * 252)
+    assert gross == pytest.approx(returns_sharpe(returns + fractions))
+    assert gross > returns_sharpe(returns)
+    no_costs = dataclasses.replace(result, costs_usd=costs * 0.0)
+    assert cost_drag(no_costs) == (0.0, pytest.approx(returns_sharpe(returns)))
+    nothing = dataclasses.replace(result, returns=returns.iloc[:0], equity_usd=equity.iloc[:0])
+    assert all(math.isnan(value) for value in cost_drag(nothing))

@@ -105,6 +105,13 @@ def test_a_seed_records_oracle_fit_linear_share_and_a_learning_curve() -> None:
     assert single.sharpe["pick"] in (single.sharpe["best"], found.equal_weight_sharpe)
     assert single.pick["selected"] == "best"
     assert (single.sharpe["pick"] == single.sharpe["best"]) == (single.pick["trader"] == "best")
+    # what costs took, beside equal weight's: a trader's Sharpe before costs is above its Sharpe
+    assert set(single.cost_pct_year) == set(single.sharpe) == set(single.gross_sharpe)
+    assert all(cost >= 0.0 for cost in single.cost_pct_year.values())
+    assert all(single.gross_sharpe[t] >= single.sharpe[t] for t in single.sharpe)
+    assert single.cost_pct_year["best"] > 0.0
+    assert 0.0 <= found.equal_weight_cost_pct_year < single.cost_pct_year["best"]
+    assert found.equal_weight_gross_sharpe >= found.equal_weight_sharpe
 
 
 def test_with_a_leaderboard_window_the_curve_picks_only_what_the_board_could_rank() -> None:

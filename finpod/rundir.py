@@ -190,10 +190,11 @@ class RunDir:
         return {str(path.relative_to(self.root)): _sha256(path) for path in parts}
 
     def load_spec(self) -> Spec:
-        """The resolved spec saved with the run."""
+        """The resolved spec saved with the run (settings it predates read as it was trained:
+        :meth:`Spec.from_saved`)."""
         if not self.spec_toml.is_file():
             raise SpecError(f"{self.root}: no {SPEC_TOML}; pass a folder made by `finpod run`")
-        return Spec.from_toml(self.spec_toml)
+        return Spec.from_saved(self.spec_toml)
 
 
 def reports_root(out: Path | None) -> Path:

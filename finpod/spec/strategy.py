@@ -71,6 +71,13 @@ def _default_bounds(
 _VALIDATION_FIELDS: tuple[str, ...] = ("validation_chunks", "validation_warmup_bars")
 
 
+SAVED_BEFORE_THE_SETTING: dict[str, dict[str, Any]] = {"env": {"fully_invested": False}}
+"""What a saved run's spec (written out in full by :meth:`Spec.to_toml`) trained with when it
+predates a setting whose default now depends on the spec: :meth:`Spec.from_saved` reads a missing
+``env.fully_invested`` as ``false`` (the only behaviour before the setting existed), not as the
+minute default, so a replay or a paper trader of an older run trades as the run was trained."""
+
+
 def env_defaults(agent: Mapping[str, Any], action_mode: str, frequency: str) -> dict[str, Any]:
     """What an ``[env]`` silent on them gets over :class:`~finpod.env.EnvConfig`'s defaults: on minute
     bars, trading target weights without the pathwise term,
@@ -231,6 +238,24 @@ class Spec(Model):
         except tomllib.TOMLDecodeError as err:
             raise SpecError(f"{path}: not valid TOML ({err}); fix: correct the syntax there") from None
         return cls.from_dict(raw, source=file)
+
+    @classmethod
+    def from_saved(cls, path: str | Path) -> Spec:
+        """Load the resolved spec a run saved (``spec.toml``), reading settings it predates as it
+        was trained (:data:`SAVED_BEFORE_THE_SETTING`).
+
+        Raises:
+            SpecError: as :meth:`from_toml`.
+        """
+        spec = cls.from_toml(path)
+        raw = tomllib.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+        missing = {
+            section: {name: value for name, value in settings.items() if name not in raw.get(section, {})}
+            for section, settings in SAVED_BEFORE_THE_SETTING.items()
+        }
+        if not any(missing.values()):
+            return spec
+        return cls.from_dict(deep_merge(raw, missing), source=spec.source)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], *, source: Path | None = None) -> Spec:

@@ -61,3 +61,25 @@ def test_run_files_are_written_atomically(tmp_path: Path, monkeypatch: pytest.Mo
     run.set_status("done")
     assert sorted(written) == ["run.json", "run.json", "spec.json", "spec.toml"]
     assert sorted(p.name for p in run.root.iterdir()) == ["run.json", "spec.json", "spec.toml"]
+
+
+def test_a_saved_minute_spec_that_predates_fully_invested_loads_as_it_was_trained(tmp_path: Path) -> None:
+    segments = {
+        "train": ["2016-01-04", "2016-12-30"],
+        "validation": ["2017-01-03", "2017-06-30"],
+        "backtest": ["2017-07-03", "2017-12-29"],
+    }
+    minute = Spec.from_dict({"name": "m", "frequency": "1min", "segments": segments})
+    assert minute.env.fully_invested, "the minute default"
+    run = create_run_dir(minute, tmp_path, {"status": "done"})
+    assert run.load_spec().env.fully_invested, "a run that saved the setting keeps it"
+    saved = run.spec_toml.read_text(encoding="utf-8")
+    assert "fully_invested = true" in saved
+    run.spec_toml.write_text(saved.replace("fully_invested = true\n", ""), encoding="utf-8")
+    older = run.load_spec()
+    assert older.env.fully_invested is False, "trained before the setting existed: cash allowed"
+    assert Spec.from_toml(run.spec_toml).env.fully_invested, "a spec file silent on it gets the default"
+    daily_spec = minute.with_(frequency="1d", name="d")
+    daily = create_run_dir(daily_spec, tmp_path, {"status": "done"})
+    assert daily.load_spec().spec_hash() == daily_spec.spec_hash()
+    assert daily.load_spec().env.fully_invested is False

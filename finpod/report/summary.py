@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from finpod.backtest.result import BacktestResult
 from finpod.report.formatting import format_value
@@ -193,6 +193,50 @@ def short_segment_caveats(backtest: BacktestResult, validation: BacktestResult |
                 "Sortino, Calmar, alpha, turnover per year) extrapolate a short sample and are noisy."
             )
     return caveats
+
+
+COSTLY_TRADER_ANNUAL_COST: Final[float] = 0.01
+"""A learned trader paying at least this fraction of its starting capital a year in fees and
+slippage (and :data:`COSTLY_TRADER_COST_RATIO` times equal weight's) gets a caveat."""
+COSTLY_TRADER_COST_RATIO: Final[float] = 3.0
+"""... and at least this many times equal weight's costs."""
+
+
+def annual_cost_fraction(backtest: BacktestResult, name: str) -> float:
+    """Fees plus slippage trader ``name`` paid a year, as a fraction of the starting capital (0 for
+    an empty segment)."""
+    result = backtest.traders[name]
+    sessions = len(result.returns)
+    if sessions == 0:
+        return 0.0
+    return float(result.costs_usd.sum()) / backtest.initial_cash_usd * SESSIONS_PER_YEAR / sessions
+
+
+def cost_caveats(backtest: BacktestResult, equal_weight: str = "equal_weight") -> list[str]:
+    """A warning (one sentence, or none) naming the learned traders whose costs dwarf equal weight's
+    (:data:`COSTLY_TRADER_ANNUAL_COST`, :data:`COSTLY_TRADER_COST_RATIO`), pointing at the no-trade
+    band: on real NASDAQ-100 daily bars at a 0.2 % fee, traders without one turned their books over
+    about 20 times a year and paid about 5 % of their capital (BENCHMARKS.md "Real daily bars at a
+    0.2 % fee")."""
+    if equal_weight not in backtest.traders:
+        return []
+    baseline = annual_cost_fraction(backtest, equal_weight)
+    costly = []
+    for name, result in backtest.traders.items():
+        paid = annual_cost_fraction(backtest, name)
+        if result.kind != "trader" or paid < COSTLY_TRADER_ANNUAL_COST:
+            continue
+        if paid < COSTLY_TRADER_COST_RATIO * baseline:
+            continue
+        turnover = float(result.turnover.mean()) * SESSIONS_PER_YEAR if len(result.turnover) else 0.0
+        costly.append(f"{name} {paid:.1%} of the starting capital a year (turnover {turnover:.0f}x)")
+    if not costly:
+        return []
+    return [
+        f"Costs: fees and slippage took {', '.join(costly)}, against equal weight's {baseline:.1%}. "
+        "A wider no-trade band ([env] rebalance_band, a fraction of equity) keeps positions through "
+        "small changes of target."
+    ]
 
 
 def report_notes(

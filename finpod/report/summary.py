@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+import pandas as pd
+
 from finpod.backtest.result import BacktestResult
 from finpod.report.formatting import format_value
 from finpod.report.metrics import METRICS, SESSIONS_PER_YEAR, MetricValue
@@ -212,21 +214,30 @@ def annual_cost_fraction(backtest: BacktestResult, name: str) -> float:
     return float(result.costs_usd.sum()) / backtest.initial_cash_usd * SESSIONS_PER_YEAR / sessions
 
 
+def _sharpe(returns: pd.Series) -> float:
+    """Mean over standard deviation of daily returns (not annualised: for comparisons); 0 when flat."""
+    spread = float(returns.std(ddof=1)) if len(returns) > 1 else 0.0
+    return float(returns.mean()) / spread if spread > 0.0 else 0.0
+
+
 def cost_caveats(backtest: BacktestResult, equal_weight: str = "equal_weight") -> list[str]:
-    """A warning (one sentence, or none) naming the learned traders whose costs dwarf equal weight's
-    (:data:`COSTLY_TRADER_ANNUAL_COST`, :data:`COSTLY_TRADER_COST_RATIO`), pointing at the no-trade
-    band: on real NASDAQ-100 daily bars at a 0.2 % fee, traders without one turned their books over
-    about 20 times a year and paid about 5 % of their capital (BENCHMARKS.md "Real daily bars at a
-    0.2 % fee")."""
+    """A warning (one sentence, or none) naming the learned traders that trailed equal weight's
+    Sharpe while their costs dwarfed its own (:data:`COSTLY_TRADER_ANNUAL_COST`,
+    :data:`COSTLY_TRADER_COST_RATIO`), pointing at the no-trade band: on real NASDAQ-100 daily bars
+    at a 0.2 % fee, traders without one turned their books over about 20 times a year, paid about
+    5 % of their capital and trailed equal weight (BENCHMARKS.md "Real daily bars at a 0.2 % fee").
+    A trader that beat equal weight after its costs is not warned about: trading often can be its
+    edge (the demo's one-day reversal)."""
     if equal_weight not in backtest.traders:
         return []
     baseline = annual_cost_fraction(backtest, equal_weight)
+    baseline_sharpe = _sharpe(backtest.traders[equal_weight].returns)
     costly = []
     for name, result in backtest.traders.items():
         paid = annual_cost_fraction(backtest, name)
         if result.kind != "trader" or paid < COSTLY_TRADER_ANNUAL_COST:
             continue
-        if paid < COSTLY_TRADER_COST_RATIO * baseline:
+        if paid < COSTLY_TRADER_COST_RATIO * baseline or _sharpe(result.returns) >= baseline_sharpe:
             continue
         turnover = float(result.turnover.mean()) * SESSIONS_PER_YEAR if len(result.turnover) else 0.0
         costly.append(f"{name} {paid:.1%} of the starting capital a year (turnover {turnover:.0f}x)")
@@ -237,6 +248,11 @@ def cost_caveats(backtest: BacktestResult, equal_weight: str = "equal_weight") -
         "A wider no-trade band ([env] rebalance_band, a fraction of equity) keeps positions through "
         "small changes of target."
     ]
+
+
+def page_caveats(backtest: BacktestResult, validation: BacktestResult | None) -> list[str]:
+    """The warnings at the top of the report: short segments, then costs (:func:`cost_caveats`)."""
+    return [*short_segment_caveats(backtest, validation), *cost_caveats(backtest)]
 
 
 def report_notes(

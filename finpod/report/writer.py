@@ -65,10 +65,9 @@ from finpod.report.metrics import (
 )
 from finpod.report.plots import primary_trader, render_plots, rolling_sharpe_window
 from finpod.report.summary import (
-    cost_caveats,
     headline,
+    page_caveats,
     report_notes,
-    short_segment_caveats,
     spec_summary,
     winner_details,
 )
@@ -303,7 +302,7 @@ def write_report(
         tearsheet_trader=primary.name,
         leaderboard=entries,
         notes=report_notes(backtest, validation, tearsheet.note),
-        caveats=[*short_segment_caveats(backtest, validation), *cost_caveats(backtest)],
+        caveats=page_caveats(backtest, validation),
         winner=winner_details(leaderboard_entries, _ensemble_k(spec)),
         verdicts=[verdict.to_json() for verdict in [*verdicts.values(), *linear_verdicts.values()]],
         pick=None if pick is None else pick.to_json(),

@@ -1,4 +1,5 @@
-"""A learned trader whose costs dwarf equal weight's gets a caveat that points at the no-trade band."""
+"""A learned trader that trailed equal weight while its costs dwarfed equal weight's gets a caveat
+pointing at the no-trade band; one that beat equal weight after its costs does not."""
 
 from __future__ import annotations
 
@@ -10,15 +11,32 @@ from rich.console import Console
 
 from finpod.backtest.result import BacktestResult
 from finpod.pipeline.summary import print_summary, summary_dict
-from finpod.report import ReportPaths
-from finpod.report.summary import SESSIONS_PER_YEAR, annual_cost_fraction, cost_caveats
+from finpod.report.summary import (
+    SESSIONS_PER_YEAR,
+    annual_cost_fraction,
+    cost_caveats,
+    page_caveats,
+    short_segment_caveats,
+)
 from tests.report.synthetic import make_backtest
+
+DAILY_SHORTFALL = 0.0005
+"""What a trailing trader's daily return gives up against equal weight's."""
 
 
 def _with_costs(backtest: BacktestResult, name: str, scale: float) -> BacktestResult:
     result = backtest.traders[name]
     scaled = dataclasses.replace(result, costs_usd=result.costs_usd * scale)
     return dataclasses.replace(backtest, traders={**backtest.traders, name: scaled})
+
+
+def _trailing(backtest: BacktestResult, *names: str) -> BacktestResult:
+    """``names`` earn equal weight's returns less :data:`DAILY_SHORTFALL` (their costs unchanged)."""
+    equal = backtest.traders["equal_weight"].returns
+    traders = dict(backtest.traders)
+    for name in names:
+        traders[name] = dataclasses.replace(traders[name], returns=equal - DAILY_SHORTFALL)
+    return dataclasses.replace(backtest, traders=traders)
 
 
 def test_annual_costs_are_a_fraction_of_the_starting_capital_a_year() -> None:
@@ -28,8 +46,9 @@ def test_annual_costs_are_a_fraction_of_the_starting_capital_a_year() -> None:
     assert annual_cost_fraction(backtest, "best") == pytest.approx(expected)
 
 
-def test_the_caveat_names_the_costly_traders_with_their_costs_and_turnover() -> None:
-    backtest = make_backtest()  # traders rebalance every 5 sessions at a 0.2 % fee; equal weight never
+def test_the_caveat_names_the_costly_traders_that_trailed_equal_weight() -> None:
+    # traders rebalance every 5 sessions at a 0.2 % fee; equal weight never does
+    backtest = _trailing(make_backtest(), "best", "ensemble_top3")
     (caveat,) = cost_caveats(backtest)
     best = annual_cost_fraction(backtest, "best")
     equal = annual_cost_fraction(backtest, "equal_weight")
@@ -39,27 +58,33 @@ def test_the_caveat_names_the_costly_traders_with_their_costs_and_turnover() -> 
     assert f"equal weight's {equal:.1%}" in caveat
     assert "ensemble_top3" in caveat
     assert "rebalance_band" in caveat
-    assert "market" not in caveat
+    assert "market" not in caveat  # baselines are never warned about
     assert "cash " not in caveat
+    only_best = _trailing(make_backtest(), "best")
+    assert "ensemble_top3" not in cost_caveats(only_best)[0], "it beat equal weight"
 
 
-def test_no_caveat_when_costs_are_small_or_near_equal_weight_s() -> None:
-    backtest = make_backtest()
+def test_no_caveat_when_costs_are_small_near_equal_weight_s_or_paid_for() -> None:
+    backtest = _trailing(make_backtest(), "best", "ensemble_top3")
     cheap = _with_costs(_with_costs(backtest, "best", 0.1), "ensemble_top3", 0.1)
     assert cost_caveats(cheap) == []  # under 1 % a year
-    costly_baseline = _with_costs(backtest, "equal_weight", 10.0)
-    assert cost_caveats(costly_baseline) == []  # under 3x equal weight's
+    assert cost_caveats(_with_costs(backtest, "equal_weight", 10.0)) == []  # under 3x equal weight's
+    assert cost_caveats(make_backtest()) == [], "both traders beat equal weight after their costs"
     assert cost_caveats(dataclasses.replace(backtest, traders={"best": backtest.traders["best"]})) == []
 
 
-def test_the_page_shows_the_caveat_at_the_top(report: ReportPaths) -> None:
-    html = report.html.read_text(encoding="utf-8")
-    caveats = html[html.index('id="caveats"') : html.index('id="spec"')]
-    assert "Costs: fees and slippage took best" in caveats
+def test_the_page_s_caveats_are_the_short_segments_then_the_costs() -> None:
+    backtest = _trailing(make_backtest(), "best")
+    validation = make_backtest("validation", "2019-11-26", 125, seed=5)
+    assert page_caveats(backtest, validation) == [
+        *short_segment_caveats(backtest, validation),
+        *cost_caveats(backtest),
+    ]
+    assert len(page_caveats(backtest, validation)) == 3
 
 
 def test_finpod_run_prints_the_caveat_and_its_json_carries_it(tmp_path: Path) -> None:
-    backtest = make_backtest()
+    backtest = _trailing(make_backtest(), "best")
     printed = Console(record=True, width=400)
     print_summary(printed, backtest, None, None, tmp_path)
     (caveat,) = cost_caveats(backtest)

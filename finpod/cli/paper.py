@@ -1,9 +1,10 @@
 """``finpod paper``: paper-trade a finished run through Alpaca, show its status, or replay it.
 
-``finpod paper RUN_DIR [--trader best|ensemble|trajectory] [--dry-run]`` trades until the kill
+``finpod paper RUN_DIR [--trader best|ensemble|trajectory|pick] [--dry-run]`` trades until the kill
 switch (the stop file ``RUN_DIR/paper/STOP``, SIGTERM or Ctrl-C); ``finpod paper status RUN_DIR
 [--json]`` reads the journal; ``finpod paper replay RUN_DIR --start D --end D`` runs the live code
-path on the run's bars and checks it against the backtest.
+path on the run's bars and checks it against the backtest. ``--trader pick`` deploys the run's
+saved pick (best, or equal weight when best did not beat it on validation).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from finpod.cli import output
@@ -21,8 +23,10 @@ from finpod.errors import SpecError
 ACTIONS = ("status", "replay")
 HELP = (
     "Paper-trade a run through Alpaca, read its journal, or replay it against its backtest.\n\n"
-    "finpod paper RUN_DIR [--trader best|ensemble|trajectory] [--dry-run]: trade until the kill switch "
-    "(the file RUN_DIR/paper/STOP, SIGTERM or Ctrl-C); keys from APCA_API_KEY_ID and APCA_API_SECRET_KEY.\n\n"
+    "finpod paper RUN_DIR [--trader best|ensemble|trajectory|pick] [--dry-run]: trade until the kill "
+    "switch (the file RUN_DIR/paper/STOP, SIGTERM or Ctrl-C); keys from APCA_API_KEY_ID and "
+    "APCA_API_SECRET_KEY. pick: the run's saved pick (best, or equal weight when best did not beat it "
+    "on validation).\n\n"
     "finpod paper status RUN_DIR [--json] [--dry-run]: positions, today's orders and fills, limits hit.\n\n"
     "finpod paper replay RUN_DIR --start D --end D [--json]: the live code path on the run's bars, "
     "checked bar for bar against the backtest."
@@ -39,8 +43,8 @@ def paper_command(
         str | None, typer.Argument(metavar="[RUN_DIR]", help="the run after status / replay")
     ] = None,
     trader: Annotated[
-        Literal["best", "ensemble", "trajectory"] | None,
-        typer.Option(help="the trader (default: the spec's paper.trader)"),
+        Literal["best", "ensemble", "trajectory", "pick"] | None,
+        typer.Option(help="the trader; pick: the run's saved pick (default: the spec's paper.trader)"),
     ] = None,
     dry_run: Annotated[
         bool,
@@ -115,7 +119,8 @@ def _status(run_dir: Path, trader: str, as_json: bool, dry_run: bool) -> None:
     console = output.out_console()
     equity: dict[str, Any] = status["equity"]
     console.print(
-        f"[bold]{status['run_id']}[/] trader {trader}{' (dry run)' if status['dry_run'] else ''}: "
+        f"[bold]{status['run_id']}[/] trader {escape(status['trader_label'])}"
+        f"{' (dry run)' if status['dry_run'] else ''}: "
         f"{status['decisions']} decisions, last bar {status['last_bar']}",
         soft_wrap=True,
     )
@@ -151,6 +156,8 @@ def _replay(run_dir: Path, trader: str, start: str, end: str, as_json: bool) -> 
     result = replay(run_dir, start, end, trader)
     figures = {
         "trader": trader,
+        "resolved": result.resolved,
+        "trader_label": result.label,
         "start": start,
         "end": end,
         "bars": len(result.timestamps),
@@ -169,7 +176,7 @@ def _replay(run_dir: Path, trader: str, start: str, end: str, as_json: bool) -> 
         output.print_json(figures)
     else:
         output.out_console().print(
-            f"replay {trader} {start}..{end}: {figures['bars']} bars; target weights max |diff| "
+            f"replay {result.label} {start}..{end}: {figures['bars']} bars; target weights max |diff| "
             f"{result.weight_max_abs_diff:.3g} (tolerance {WEIGHT_TOLERANCE:g}), equity max relative diff "
             f"{result.equity_max_rel_diff:.3g} (tolerance {EQUITY_RTOL:g}), features max |diff| "
             f"{result.feature_max_abs_diff:.3g} sigmas; final equity {figures['final_equity_usd']:,.2f} USD "

@@ -19,7 +19,8 @@ def client_order_id(run_id: str, trader: str, bar_ns: int, symbol: str, side: st
 
     Args:
         run_id: the run folder's name.
-        trader: ``"best"``, ``"ensemble"`` or ``"trajectory"``.
+        trader: ``"best"``, ``"ensemble"``, ``"trajectory"`` or ``"pick"`` (the name asked for, not
+            what a pick resolved to).
         bar_ns: start of the decision bar, UTC nanoseconds.
         symbol: ticker.
         side: ``"buy"`` or ``"sell"``.

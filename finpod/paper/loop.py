@@ -31,7 +31,7 @@ from finpod.errors import FinpodError
 from finpod.net import redact
 from finpod.paper.alpaca_broker import AlpacaBroker
 from finpod.paper.broker import Broker, BrokerBusy, BrokerUnreachable
-from finpod.paper.decision import LiveRun, load_live
+from finpod.paper.decision import LiveRun, load_live, pin_trader
 from finpod.paper.features import OnlineFeatures
 from finpod.paper.feed import AlpacaBars, BarAligner, Row, align_history
 from finpod.paper.journal import Journal
@@ -100,7 +100,8 @@ class LiveLoop:
         Raises:
             TradingHalted: reconciliation failed.
         """
-        self.journal.event("start", f"paper trader {self.live.trader.name} of {self.live.run.run_id} started")
+        trader, run_id = self.live.trader.label, self.live.run.run_id
+        self.journal.event("start", f"paper trader {trader} of {run_id} started")
         self._reconcile("start")
         online, aligner = self._warm_up()
         self.bars.start_stream()
@@ -238,7 +239,9 @@ def run_paper(
 
     Args:
         run_dir: ``reports/<run_id>``.
-        trader: ``"best"``, ``"ensemble"`` or ``"trajectory"``.
+        trader: ``"best"``, ``"ensemble"``, ``"trajectory"`` or ``"pick"`` (the run's saved pick,
+            pinned in the journal at the first start: a later start that resolves it differently
+            is refused).
         dry_run: journal decisions and orders, send none.
         env: the environment (keys ``APCA_API_KEY_ID``/``APCA_API_SECRET_KEY``; optional URLs
             ``APCA_API_BASE_URL``, ``APCA_API_DATA_URL``, ``APCA_API_STREAM_URL``).
@@ -248,13 +251,15 @@ def run_paper(
         The exit status (0 after the kill switch).
 
     Raises:
-        TradingHalted: reconciliation failed. FinpodError: keys missing, not a finished run...
+        TradingHalted: reconciliation failed. FinpodError: keys missing, not a finished run, a
+            ``pick`` the run never saved or that resolves unlike at the journal's first start...
     """
     env = os.environ if env is None else env
     keys = AlpacaKeys.from_env(env)
     redact = Redactor([keys.key_id, keys.secret_key])
     _quiet_logs(redact)
     live = load_live(run_dir, trader)
+    logger.info("trader %s of %s", live.trader.label, live.run.run_id)
     settings = live.spec.paper
     timeout = settings.request_timeout_seconds
     broker = AlpacaBroker(
@@ -273,6 +278,7 @@ def run_paper(
     feed_clock = FeedClock(live.spec.frequency) if clock == "feed" else None
     now: Callable[[], int] = feed_clock if feed_clock is not None else time.time_ns
     with Journal.open(journal_path(live.paper_dir, trader, dry_run=dry_run)) as journal:
+        pin_trader(journal, live.trader)
         if dry_run:
             journal.event("dry_run", "dry run: orders are journaled, none is sent")
         session = PaperSession(

@@ -6,7 +6,9 @@ only), the :class:`~finpod.paper.session.PaperSession` decision and orders into 
 :class:`~finpod.paper.sim_broker.SimBroker` that fills them like the env at the next bar. The same
 trader is run through the backtest (:func:`finpod.backtest.runner.run_policy`) over the same bars;
 the target weights and the equity must agree within :data:`WEIGHT_TOLERANCE` and
-:data:`EQUITY_RTOL`. The paper limits are off in a replay (the backtest has none).
+:data:`EQUITY_RTOL`. The paper limits are off in a replay (the backtest has none). ``pick`` replays
+what the run's pick resolves to: best, or the equal-weight policy the live trader would send
+(:func:`finpod.oracle.equal_weight_policy`, re-targeted every bar), each against its own env pass.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from finpod.backtest.runner import run_policy
 from finpod.data.panel import Panel
 from finpod.env.market import FILL_ROW, Market, build_market
 from finpod.errors import SpecError
-from finpod.paper.decision import Trader, load_run
+from finpod.paper.decision import Trader, load_run, pin_trader
 from finpod.paper.features import OnlineFeatures
 from finpod.paper.journal import Journal
 from finpod.paper.limits import session_on
@@ -50,7 +52,9 @@ class ReplayResult:
     """A replay next to the backtest of the same trader on the same bars.
 
     Attributes:
-        trader: ``"best"``, ``"ensemble"`` or ``"trajectory"``.
+        trader: ``"best"``, ``"ensemble"``, ``"trajectory"`` or ``"pick"``.
+        resolved: the trader that traded (``pick``: ``"best"`` or ``"equal_weight"``; else ``trader``).
+        label: the trader for people (:attr:`~finpod.paper.decision.Trader.label`).
         timestamps: ``(n,)`` bar starts (UTC) of the replayed bars.
         replay_weights, backtest_weights: ``(n - 1, M + 1)`` target weights decided at bars 0..n-2.
         replay_equity_usd, backtest_equity_usd: ``(n,)`` equity at each bar's close.
@@ -59,6 +63,8 @@ class ReplayResult:
     """
 
     trader: str
+    resolved: str
+    label: str
     timestamps: pd.DatetimeIndex
     replay_weights: np.ndarray
     backtest_weights: np.ndarray
@@ -140,6 +146,8 @@ def replay(
     )
     return ReplayResult(
         trader=trader,
+        resolved=loaded.trader.resolved,
+        label=loaded.trader.label,
         timestamps=pd.DatetimeIndex(panel.timestamps_ns[lo:hi]).tz_localize("UTC"),
         replay_weights=weights,
         backtest_weights=torch.stack(recorded).numpy() if recorded else np.zeros((0, panel.num_assets + 1)),
@@ -172,6 +180,7 @@ def _run(
     weights = np.zeros((hi - lo - 1, panel.num_assets + 1))
     feature_diff = 0.0
     with Journal.open(path) as journal:
+        pin_trader(journal, trader)
         session = PaperSession(
             run_id=run_id, trader=trader, symbols=panel.symbols, freq=panel.frequency, config=broker.config,
             limits=OrderLimits(), broker=broker, journal=journal, dry_run=False,

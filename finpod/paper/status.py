@@ -14,7 +14,7 @@ from typing import Any, Final
 import pandas as pd
 
 from finpod.errors import SpecError
-from finpod.paper.decision import PAPER_DIR, TRADER_NAMES
+from finpod.paper.decision import LABEL_META, PAPER_DIR, PICK, RESOLVED_META, TRADER_NAMES
 from finpod.paper.journal import Journal
 from finpod.paper.loop import journal_path
 from finpod.rundir import RunDir
@@ -62,11 +62,15 @@ def _backtest_expectation(run: RunDir, trader: str) -> dict[str, Any] | None:
 def paper_status(run_dir: Path, trader: str, *, dry_run: bool = False) -> dict[str, Any]:
     """The status of ``trader``'s paper trading (or its dry run) in ``run_dir``, JSON-ready.
 
+    ``resolved`` and ``trader_label`` say what the trader resolved to at the journal's first start
+    (``pick``: best or equal_weight, with the run's pick sentence); the backtest expectation is that
+    trader's.
+
     Raises:
         SpecError: not a run folder, an unknown trader, or no journal yet.
     """
     if trader not in TRADER_NAMES:
-        raise SpecError(f"--trader: unknown trader {trader!r}; fix: use best, ensemble or trajectory")
+        raise SpecError(f"--trader: unknown trader {trader!r}; fix: use best, ensemble, trajectory or pick")
     run = RunDir(Path(run_dir).expanduser().resolve())
     run.read_info()
     path = journal_path(run.root / PAPER_DIR, trader, dry_run=dry_run)
@@ -85,12 +89,14 @@ def paper_status(run_dir: Path, trader: str, *, dry_run: bool = False) -> dict[s
         events = journal.events()
         positions = journal.positions()
         last_bar = journal.meta("last_bar_ns")
+        resolved = journal.meta(RESOLVED_META) or (None if trader == PICK else trader)
+        label = journal.meta(LABEL_META) or trader
     session = _ny_date(decisions[-1][0]) if decisions else None
     today = [o for o in orders if session is not None and _ny_date(o.bar_ns) == session]
     today_ids = {o.client_order_id for o in today}
     equity = [(pd.Timestamp(b, tz="UTC").isoformat(), e) for b, _, _, e, _ in decisions]
     sessions = sorted({_ny_date(b) for b, *_ in decisions})
-    expectation = _backtest_expectation(run, trader)
+    expectation = None if resolved is None else _backtest_expectation(run, resolved)
     expected_return = None
     if expectation is not None and expectation["annual_return"] is not None and sessions:
         expected_return = (1.0 + float(expectation["annual_return"])) ** (
@@ -101,6 +107,8 @@ def paper_status(run_dir: Path, trader: str, *, dry_run: bool = False) -> dict[s
     return {
         "run_id": run.run_id,
         "trader": trader,
+        "resolved": resolved,
+        "trader_label": label,
         "journal": str(path),
         "dry_run": any(e.kind == "dry_run" for e in events),
         "last_bar": None if last_bar is None else pd.Timestamp(int(last_bar), tz="UTC").isoformat(),

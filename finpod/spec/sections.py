@@ -639,9 +639,10 @@ class PaperSpec(Model):
     :meth:`Spec.spec_hash` (editing them never starts a new run).
     """
 
-    trader: Literal["best", "ensemble", "trajectory"] = Field(
+    trader: Literal["best", "ensemble", "trajectory", "pick"] = Field(
         "best",
-        description='which selected trader to deploy: "best", "ensemble" or "trajectory"',
+        description='which selected trader to deploy: "best", "ensemble", "trajectory" or "pick" '
+        "(the run's saved pick: best, or equal weight when best did not beat it on validation)",
         examples=["best"],
     )
     max_order_notional_usd: float = Field(

@@ -48,7 +48,7 @@ def test_run_mistakes(tiny_run: Path) -> None:
     code, text = _run("status", str(tiny_run), "--trader", "worst")
     assert code != 0
     flat = " ".join(text.replace("│", " ").split())
-    assert "'worst' is not one of 'best', 'ensemble', 'trajectory'" in flat
+    assert "'worst' is not one of 'best', 'ensemble', 'trajectory', 'pick'" in flat
     code, text = _run("status", str(tiny_run), "--trader", "ensemble")
     assert code != 0
     assert "no paper journal for trader ensemble" in text

@@ -45,9 +45,9 @@ from finpod.backtest.result import BacktestResult
 SESSIONS_PER_YEAR = 252
 """Annualisation of daily figures (as :mod:`finpod.report.metrics`)."""
 BENCHMARK_NAME = "equal_weight"
+"""The baseline every trader is judged against."""
 LINEAR_NAME = "linear"
 """The linear baseline (:mod:`finpod.linear_baseline`): every trader's second verdict is against it."""
-"""The baseline every trader is judged against."""
 CONFIDENCE = 0.95
 """Two-sided level of the bootstrap interval."""
 BOOTSTRAP_SAMPLES = 2000

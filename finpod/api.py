@@ -33,7 +33,7 @@ from finpod.pipeline.main import run as _run_pipeline
 from finpod.replay import backtest_run
 from finpod.report.artifacts import read_segment
 from finpod.report.writer import HTML_FILE, METRICS_FILE, VALIDATION_DIR
-from finpod.rundir import RunDir
+from finpod.rundir import RunDir, load_spec_file
 from finpod.spec import Spec
 from finpod.trader import TraderPolicy
 from podracer.api import leaderboard_of
@@ -82,7 +82,7 @@ def run(
         report: False skips the plots and ``report.html`` (``metrics.json`` and the CSVs are still
             written); ``finpod report RUN_DIR`` renders them later.
     """
-    resolved = spec if isinstance(spec, Spec) else Spec.from_toml(spec)
+    resolved = spec if isinstance(spec, Spec) else load_spec_file(spec)
     console = text_console(quiet=quiet)
     return _run_pipeline(
         resolved,

@@ -220,13 +220,17 @@ def cost_drag(result: TraderResult) -> tuple[float, float]:
     Each session's fees plus slippage are divided by the equity it started with (the previous
     session's close, the initial capital for the first), summed over the segment and annualised
     over 252 sessions; the Sharpe before costs is that of the daily returns with each session's
-    cost fraction added back. NaN for an empty segment.
+    cost fraction added back (0 for a session that started with no equity). NaN for an empty
+    segment.
     """
     if result.returns.empty:
         return math.nan, math.nan
     equity = result.equity_usd.to_numpy(float)
-    start_equity = np.concatenate([[equity[0] / (1.0 + float(result.returns.iloc[0]))], equity[:-1]])
-    cost_fraction = result.costs_usd.to_numpy(float) / start_equity
+    first_return = float(result.returns.iloc[0])
+    first_equity = equity[0] / (1.0 + first_return) if first_return > -1.0 else 0.0
+    start_equity = np.concatenate([[first_equity], equity[:-1]])
+    costs = result.costs_usd.to_numpy(float)
+    cost_fraction = np.divide(costs, start_equity, out=np.zeros_like(costs), where=start_equity > 0.0)
     annual_pct = 100.0 * float(cost_fraction.mean()) * SESSIONS_PER_YEAR
     gross = result.returns + cost_fraction
     return annual_pct, returns_sharpe(gross)

@@ -197,6 +197,20 @@ class RunDir:
         return Spec.from_saved(self.spec_toml)
 
 
+def load_spec_file(path: str | Path) -> Spec:
+    """A spec file as ``finpod run`` reads it: a run folder's own ``spec.toml`` (``run.json`` beside
+    it) as the run was trained (:meth:`Spec.from_saved`, so ``finpod run <run>/spec.toml --resume``
+    finds the run), any other file with :meth:`Spec.from_toml`.
+
+    Raises:
+        SpecError: as :meth:`Spec.from_toml`.
+    """
+    file = Path(path).expanduser()
+    if file.name == SPEC_TOML and (file.parent / RUN_FILE).is_file():
+        return Spec.from_saved(file)
+    return Spec.from_toml(file)
+
+
 def reports_root(out: Path | None) -> Path:
     """``out`` (absolute), else ``./reports`` (``$FINPOD_HOME/reports`` when that is set)."""
     return out.expanduser().resolve() if out is not None else default_reports_root()

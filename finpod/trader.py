@@ -55,8 +55,8 @@ class TraderPolicy:
         action_mode: the env's action mode the trader was trained for.
         device: where it runs (observations are moved there).
         agents: the leaderboard agents it is made of (one, or the ensemble's k).
-        fully_invested: the env it was trained for ignores the cash score (``env.fully_invested``):
-            trade its actions' asset scores, normalised, and hold no cash.
+        fully_invested: the env it was trained for ignores the cash score (``env.fully_invested``);
+            the actions' cash score is then 0, so ``a / sum(a)`` is the fully invested book.
     """
 
     name: str
@@ -188,6 +188,17 @@ def load_policy(
     return _trader(name, agents, action_mode, fully_invested, where)
 
 
+def _without_cash(policy: Policy) -> Policy:
+    """``policy`` with its cash score ``(N, 0)`` set to 0: what a fully invested env trades, so a
+    caller that normalises ``a / sum(a)`` holds no cash (the ensemble drops it per member)."""
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        actions = policy(obs)
+        return torch.cat([torch.zeros_like(actions[:, :1]), actions[:, 1:]], dim=1)
+
+    return act
+
+
 def _trader(
     name: str, agents: tuple[PPOAgent, ...], action_mode: str, fully_invested: bool, where: torch.device
 ) -> TraderPolicy:
@@ -195,6 +206,8 @@ def _trader(
     averaged)."""
     if len(agents) == 1:
         act = deterministic_policy(agents[0])
+        if fully_invested and action_mode == "weights":
+            act = _without_cash(act)
     else:
         act = ensemble_policy(list(agents), action_mode, fully_invested)
     first = agents[0]

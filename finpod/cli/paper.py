@@ -132,6 +132,9 @@ def _status(run_dir: Path, trader: str, as_json: bool, dry_run: bool) -> None:
             + ("" if expected is None else f"; the backtest's pace: {expected:+.3%}"),
             soft_wrap=True,
         )
+        note = (equity.get("backtest") or {}).get("note")
+        if expected is not None and note:
+            console.print(f"note: {note}", soft_wrap=True, markup=False)
     table = Table("symbol", "shares", title="positions (journal)")
     for symbol, qty in sorted(status["positions"].items()):
         table.add_row(symbol, f"{qty:g}")

@@ -60,7 +60,7 @@ def run_command(
 ) -> None:
     """Train a tournament on SPEC, select on validation, backtest once, write the report."""
     from finpod.pipeline.main import run
-    from finpod.spec import Spec
+    from finpod.rundir import load_spec_file
     from finpod.spec.overrides import apply_overrides
 
     flags = {
@@ -68,7 +68,7 @@ def run_command(
         for key, value in (("backend", backend), ("address", address))
         if value is not None
     }
-    resolved = apply_overrides(Spec.from_toml(spec), overrides or [], flags)
+    resolved = apply_overrides(load_spec_file(spec), overrides or [], flags)
     result = run(resolved, out=out, resume=resume, console=_console(as_json), report=not no_report)
     if as_json:
         from finpod.pipeline.summary import summary_dict

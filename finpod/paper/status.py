@@ -17,6 +17,7 @@ from finpod.errors import SpecError
 from finpod.paper.decision import LABEL_META, PAPER_DIR, PICK, RESOLVED_META, TRADER_NAMES
 from finpod.paper.journal import Journal
 from finpod.paper.loop import journal_path
+from finpod.report.verdict import BENCHMARK_NAME
 from finpod.rundir import RunDir
 
 LIMIT_KINDS: Final[tuple[str, ...]] = (
@@ -34,6 +35,13 @@ RECENT_EVENTS: Final[int] = 10
 
 def _ny_date(bar_ns: int) -> str:
     return pd.Timestamp(bar_ns, tz="UTC").tz_convert("America/New_York").strftime("%Y-%m-%d")
+
+
+BUY_AND_HOLD_NOTE: Final[str] = (
+    "the report's equal_weight row buys once and holds; the deployed equal weight re-targets 1/M "
+    "every bar through the band, so the paces differ by the rebalancing"
+)
+"""Said beside the backtest pace of a ``pick`` that resolved to equal weight."""
 
 
 def _backtest_expectation(run: RunDir, trader: str) -> dict[str, Any] | None:
@@ -56,6 +64,7 @@ def _backtest_expectation(run: RunDir, trader: str) -> dict[str, Any] | None:
         "trader": names[0],
         "annual_return": metrics.get("annual_return"),
         "sharpe_ratio": metrics.get("sharpe_ratio"),
+        "note": BUY_AND_HOLD_NOTE if names[0] == BENCHMARK_NAME else None,
     }
 
 
@@ -64,7 +73,7 @@ def paper_status(run_dir: Path, trader: str, *, dry_run: bool = False) -> dict[s
 
     ``resolved`` and ``trader_label`` say what the trader resolved to at the journal's first start
     (``pick``: best or equal_weight, with the run's pick sentence); the backtest expectation is that
-    trader's.
+    trader's (for equal weight, the report's buy-and-hold row, with :data:`BUY_AND_HOLD_NOTE`).
 
     Raises:
         SpecError: not a run folder, an unknown trader, or no journal yet.

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from finpod.backtest.result import BacktestResult
 from finpod.report import metrics_table
-from finpod.report.summary import cost_caveats
+from finpod.report.summary import page_caveats
 from finpod.report.verdict import LINEAR_NAME, pick_verdict, segment_verdicts, validation_trial_scores
 
 PERCENT_COLUMNS = ("cumulative_return", "annual_return", "annual_volatility", "max_drawdown")
@@ -65,7 +65,7 @@ def summary_dict(
         "end": backtest.end.date().isoformat(),
         "traders": {str(name): {k: _plain(v) for k, v in row.items()} for name, row in figures.items()},
         "notes": list(backtest.notes),
-        "caveats": cost_caveats(backtest),
+        "caveats": page_caveats(backtest, validation),
     }
     if validation is not None:
         sharpe = metrics_table(validation)["sharpe_ratio"].to_dict()
@@ -102,7 +102,7 @@ def print_summary(
     pick = None if validation is None else pick_verdict(validation)
     if pick is not None:
         console.print(pick.sentence, soft_wrap=True, markup=False)
-    for caveat in cost_caveats(backtest):
+    for caveat in page_caveats(backtest, validation):
         console.print(f"caveat: {caveat}", soft_wrap=True, markup=False)
     for note in backtest.notes:
         console.print(f"note: {note}")

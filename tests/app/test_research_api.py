@@ -41,6 +41,11 @@ def test_research_script_policy_backtest_export_and_compare(tmp_path: Path) -> N
         first.run_dir, "ensemble", ensemble_k=2, action_mode="weights", fully_invested=True
     )
     assert mandated.fully_invested
+    invested_best = load_policy(
+        first.run_dir, "best", ensemble_k=2, action_mode="weights", fully_invested=True
+    )
+    assert not invested_best(obs)[:, 0].any(), "one agent's cash score is 0 too"
+    torch.testing.assert_close(invested_best(obs)[:, 1:], actions[:, 1:])
     assert not mandated(obs)[:, 0].any(), "each member's cash score dropped before the average"
     torch.testing.assert_close(mandated(obs).sum(dim=1), torch.ones(2))
     assert torch.equal(first.policy(1)(obs), actions)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from finpod.errors import SpecError
-from finpod.rundir import create_run_dir, find_resumable, reports_root
+from finpod.rundir import create_run_dir, find_resumable, load_spec_file, reports_root
 from finpod.spec import Spec
 from repo import REPO_ROOT
 
@@ -79,6 +79,13 @@ def test_a_saved_minute_spec_that_predates_fully_invested_loads_as_it_was_traine
     older = run.load_spec()
     assert older.env.fully_invested is False, "trained before the setting existed: cash allowed"
     assert Spec.from_toml(run.spec_toml).env.fully_invested, "a spec file silent on it gets the default"
+    resumed = load_spec_file(run.spec_toml)  # `finpod run <run>/spec.toml --resume` finds the run
+    assert resumed.env.fully_invested is False
+    assert resumed.spec_hash() == older.spec_hash()
+    elsewhere = tmp_path / "copy" / "spec.toml"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(run.spec_toml.read_text(encoding="utf-8"), encoding="utf-8")
+    assert load_spec_file(elsewhere).env.fully_invested, "outside a run folder: a spec file like any"
     daily_spec = minute.with_(frequency="1d", name="d")
     daily = create_run_dir(daily_spec, tmp_path, {"status": "done"})
     assert daily.load_spec().spec_hash() == daily_spec.spec_hash()

@@ -37,6 +37,7 @@ from finpod.paper.orders import SubmitPolicy
 from finpod.paper.replay import EQUITY_RTOL, replay
 from finpod.paper.session import BarView, PaperSession
 from finpod.paper.sizing import OrderLimits
+from finpod.paper.status import BUY_AND_HOLD_NOTE
 from finpod.report.verdict import BENCHMARK_NAME, gate_pick
 from finpod.spec.sections import PaperSpec
 from tests.app.tiny import SEGMENTS
@@ -302,6 +303,8 @@ def test_equal_weight_pick_trades_live_and_a_restart_resolving_otherwise_is_refu
     assert figures["trader_label"].startswith("pick = equal_weight (pick: equal weight, not best (")
     assert figures["decisions"] == 1
     assert figures["equity"]["backtest"]["trader"] == BENCHMARK_NAME  # the report's equal-weight row
+    assert figures["equity"]["backtest"]["note"] == BUY_AND_HOLD_NOTE  # ... which buys and holds
     table = CliRunner().invoke(app, ["paper", "status", str(equal_weight_run), "--trader", "pick"])
     assert table.exit_code == 0, table.output
     assert "trader pick = equal_weight (pick: equal weight, not best" in " ".join(table.output.split())
+    assert "the report's equal_weight row buys once and holds" in " ".join(table.output.split())

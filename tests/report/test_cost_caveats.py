@@ -87,6 +87,10 @@ def test_finpod_run_prints_the_caveat_and_its_json_carries_it(tmp_path: Path) ->
     backtest = _trailing(make_backtest(), "best")
     printed = Console(record=True, width=400)
     print_summary(printed, backtest, None, None, tmp_path)
+    text = printed.export_text()
     (caveat,) = cost_caveats(backtest)
-    assert f"caveat: {caveat}" in printed.export_text()
-    assert summary_dict(backtest, None, tmp_path)["caveats"] == [caveat]
+    assert f"caveat: {caveat}" in text
+    everything = summary_dict(backtest, None, tmp_path)["caveats"]
+    assert everything == page_caveats(backtest, None)  # the page's: short segments, then costs
+    assert everything[-1] == caveat
+    assert all(f"caveat: {line}" in text for line in everything)

@@ -32,6 +32,7 @@ from finpod.pipeline.context import RunContext
 from finpod.pipeline.inputs import backtest_panel, load_bars, selection_panel, universe_symbols
 from finpod.pipeline.main import TRAJECTORY_PREFIX, select, target_weights
 from finpod.pipeline.trader_inputs import trader_inputs
+from finpod.report.artifacts import METRICS_FILE
 from finpod.report.verdict import BENCHMARK_NAME
 from finpod.rundir import RunDir
 from finpod.spec import Spec
@@ -46,7 +47,6 @@ PICK_TRADERS: Final[tuple[str, ...]] = ("best", BENCHMARK_NAME)
 """What a saved pick can name: the selected trader (``best``) or equal weight."""
 PAPER_DIR: Final[str] = "paper"
 """Sub-folder of a run where paper trading keeps its journals and stop file."""
-METRICS_FILE: Final[str] = "metrics.json"
 RESOLVED_META: Final[str] = "trader_resolved"
 """Journal meta key: what the journal's trader resolved to at its first start (``pick``: best or
 equal_weight; any other trader: its own name)."""

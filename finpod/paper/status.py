@@ -17,6 +17,7 @@ from finpod.errors import SpecError
 from finpod.paper.decision import LABEL_META, PAPER_DIR, PICK, RESOLVED_META, TRADER_NAMES
 from finpod.paper.journal import Journal
 from finpod.paper.loop import journal_path
+from finpod.report.artifacts import METRICS_FILE
 from finpod.report.verdict import BENCHMARK_NAME
 from finpod.rundir import RunDir
 
@@ -45,7 +46,7 @@ BUY_AND_HOLD_NOTE: Final[str] = (
 
 
 def _backtest_expectation(run: RunDir, trader: str) -> dict[str, Any] | None:
-    path = run.root / "metrics.json"
+    path = run.root / METRICS_FILE
     if not path.is_file():
         return None
     traders = (

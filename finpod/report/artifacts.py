@@ -34,6 +34,8 @@ SERIES_FILES = {
     "turnover": "turnover.csv",
 }
 """TraderResult series attribute -> wide CSV file name."""
+METRICS_FILE = "metrics.json"
+"""A run's figures, verdicts and pick (:func:`finpod.report.writer.write_report`)."""
 POSITIONS_FILE = "positions.csv"
 TRANSACTIONS_FILE = "transactions.csv"
 TRANSACTION_COLUMNS = ["symbol", "amount", "price"]

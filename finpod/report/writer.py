@@ -46,6 +46,7 @@ from typing import Any
 from finpod.backtest.result import BacktestResult
 from finpod.errors import DataError
 from finpod.report.artifacts import (
+    METRICS_FILE,
     POSITIONS_FILE,
     SERIES_FILES,
     TRANSACTIONS_FILE,
@@ -88,7 +89,6 @@ from finpod.report.verdict_plot import render_excess_return_plot
 METRICS_SCHEMA_VERSION = 1
 """Version of ``metrics.json``'s layout; bumped on any incompatible change."""
 HTML_FILE = "report.html"
-METRICS_FILE = "metrics.json"
 INPUTS_FILE = "report_inputs.json"
 PLOTS_DIR = "plots"
 VALIDATION_DIR = "validation"

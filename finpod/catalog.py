@@ -48,7 +48,8 @@ def compare(run_dirs: Sequence[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]
     Returns:
         ``(metrics, spec_diff)``: ``metrics`` has a ``(run_id, trader)`` index and one column per
         backtest figure; ``spec_diff`` has one row per resolved-spec setting that differs between
-        the runs (index: dotted key) and one column per run.
+        the runs (index: dotted key) and one column per run. A run saved before a setting existed
+        shows what it trained with (:func:`_trained_spec`), so only real differences are rows.
 
     Raises:
         SpecError: fewer than two runs, or one is not a finished run folder.
@@ -67,7 +68,7 @@ def compare(run_dirs: Sequence[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]
         table = pd.DataFrame({name: entry["metrics"] for name, entry in traders.items()}).T
         table.index = pd.MultiIndex.from_product([[run.run_id], table.index], names=["run_id", "trader"])
         tables.append(table)
-        specs[run.run_id] = _flatten(_read_json(run.spec_json))
+        specs[run.run_id] = _flatten(_trained_spec(run))
     keys = sorted(set().union(*(spec.keys() for spec in specs.values())))
     differing = [key for key in keys if len({json.dumps(spec.get(key)) for spec in specs.values()}) > 1]
     diff = pd.DataFrame(
@@ -75,6 +76,18 @@ def compare(run_dirs: Sequence[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]
         index=pd.Index(differing, name="setting"),
     )
     return pd.concat(tables).astype(float), diff
+
+
+def _trained_spec(run: RunDir) -> dict[str, Any]:
+    """The resolved spec ``run`` trained with, every setting present: its ``spec.toml`` read as the run
+    was trained (:meth:`~finpod.rundir.RunDir.load_spec`: a setting the run predates takes the value
+    it trained with, one added since with an unchanged behaviour its default), so two runs differ only
+    where their training did. A ``spec.toml`` this version cannot read (a setting since removed)
+    falls back to the run's ``spec.json`` as written."""
+    try:
+        return run.load_spec().resolved_dict()
+    except SpecError:
+        return _read_json(run.spec_json)
 
 
 def _root(folder: str | Path | None) -> Path:

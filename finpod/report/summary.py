@@ -115,12 +115,37 @@ class WinnerDetails:
     ensemble_pods: list[str]
 
 
+def ensemble_members(entries: list[dict[str, Any]], ensemble_k: int | None) -> list[dict[str, Any]]:
+    """The entries the run's ensemble averages: the best entry of each of the ``ensemble_k`` best
+    DISTINCT lineages (``lineage_id``), best first, as the pipeline selects them
+    (:meth:`podracer.leaderboard.Leaderboard.top_lineage_ranks`); empty when fewer than two
+    lineages (the run then backtests no ensemble) or when a record lacks its ``lineage_id``.
+
+    Args:
+        entries: leaderboard records (``rank`` 1 = best), as the run saved them.
+        ensemble_k: the spec's ``tournament.ensemble_k``.
+    """
+    ranked = sorted(entries, key=lambda entry: int(entry.get("rank", 0)))
+    if any("lineage_id" not in entry for entry in ranked):
+        return []
+    members: list[dict[str, Any]] = []
+    seen: set[Any] = set()
+    for entry in ranked:
+        if len(members) >= (ensemble_k or 0):
+            break
+        if entry["lineage_id"] not in seen:
+            seen.add(entry["lineage_id"])
+            members.append(entry)
+    return members if len(members) >= 2 else []
+
+
 def winner_details(entries: list[dict[str, Any]], ensemble_k: int | None) -> WinnerDetails | None:
     """Lineage and hyper-parameters of the best leaderboard entry, from the run's entry records.
 
     Args:
         entries: leaderboard records (``rank`` 1 = best), as the run saved them.
-        ensemble_k: the spec's ``tournament.ensemble_k`` (the ensemble's members are the top k).
+        ensemble_k: the spec's ``tournament.ensemble_k`` (the ensemble's members are the best
+            entries of the top k distinct lineages, :func:`ensemble_members`).
     """
     ranked = sorted(entries, key=lambda entry: int(entry.get("rank", 0)))
     if not ranked:
@@ -140,8 +165,7 @@ def winner_details(entries: list[dict[str, Any]], ensemble_k: int | None) -> Win
     config = best.get("agent_config") or {}
     fields = config.get("fields", config) if isinstance(config, dict) else {}
     hyperparameters = [(str(key), _param(value)) for key, value in sorted(fields.items())]
-    k = min(ensemble_k or 0, len(ranked))
-    members = [str(entry.get("pod_id", entry.get("pod", "?"))) for entry in ranked[:k]] if k >= 2 else []
+    members = [str(entry.get("pod_id", "?")) for entry in ensemble_members(ranked, ensemble_k)]
     return WinnerDetails(
         [(label, text) for label, text in lineage if text not in ("None", "?")], hyperparameters, members
     )

@@ -184,8 +184,9 @@ def sharpe_difference_variance(returns: np.ndarray, benchmark: np.ndarray) -> fl
     returns, as Memmel (2003) corrected it: ``(2 (1 - rho) + (a**2 + b**2 - 2 a b rho**2) / 2) / n``
     per session squared (``a``, ``b`` the per-session Sharpe ratios, ``rho`` the returns'
     correlation), times 252. Two traders that hold nearly the same book (``rho`` near 1) differ by
-    a well-measured amount; a concentrated bet beside a diversified one (``rho`` 0.8) has a
-    standard error of about 0.9 Sharpe over one year whatever its mean.
+    a well-measured amount; a concentrated bet beside a diversified one has a standard error of
+    about 0.64 Sharpe over one year at ``rho`` 0.8 (``sqrt(2 (1 - rho))``) and 0.9 at ``rho`` 0.6,
+    whatever its mean.
 
     Args:
         returns: ``(n,)`` daily returns of the trader.

@@ -9,7 +9,7 @@ import pandas as pd
 
 from finpod.backtest.result import BacktestResult
 from finpod.report.formatting import format_value
-from finpod.report.metrics import METRICS, SESSIONS_PER_YEAR, MetricValue
+from finpod.report.metrics import METRICS, SESSIONS_PER_YEAR, MetricValue, turnover_after_entry
 from finpod.report.plots import ROLLING_SHARPE_WINDOW_SESSIONS, rolling_sharpe_window
 from finpod.spec import setting_key
 
@@ -263,7 +263,8 @@ def cost_caveats(backtest: BacktestResult, equal_weight: str = "equal_weight") -
             continue
         if paid < COSTLY_TRADER_COST_RATIO * baseline or _sharpe(result.returns) >= baseline_sharpe:
             continue
-        turnover = float(result.turnover.mean()) * SESSIONS_PER_YEAR if len(result.turnover) else 0.0
+        rebalancing = turnover_after_entry(result.turnover)
+        turnover = float(rebalancing.mean()) * SESSIONS_PER_YEAR if len(rebalancing) else 0.0
         costly.append(f"{name} {paid:.1%} of the starting capital a year (turnover {turnover:.0f}x)")
     if not costly:
         return []

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from finpod.report import ReportPaths, compute_metrics, metrics_table
-from finpod.report.metrics import METRICS, json_safe
+from finpod.report.metrics import METRICS, json_safe, turnover_after_entry
 from report.synthetic import INITIAL_CASH_USD, make_backtest
 
 ANNUALISATION = 252
@@ -61,13 +61,27 @@ def test_totals_match_the_saved_series(report: ReportPaths) -> None:
         assert metrics["costs_fraction_of_initial_cash"] == pytest.approx(
             costs[name].sum() / INITIAL_CASH_USD
         )
-        assert metrics["turnover_daily_mean"] == pytest.approx(turnover[name].mean())
-        assert metrics["turnover_annual"] == pytest.approx(turnover[name].mean() * ANNUALISATION)
+        traded = turnover[name].to_numpy() > 0.0
+        after_entry = turnover[name].iloc[int(traded.argmax()) + 1 :] if traded.any() else turnover[name]
+        expected_turnover = after_entry.mean() if len(after_entry) else 0.0
+        assert metrics["turnover_daily_mean"] == pytest.approx(expected_turnover)
+        assert metrics["turnover_annual"] == pytest.approx(expected_turnover * ANNUALISATION)
         assert metrics["final_equity_usd"] == pytest.approx(equity[name].iloc[-1])
         assert metrics["num_trades"] == int((transactions["trader"] == name).sum())
         assert metrics["num_sessions"] == len(equity)
     assert saved["best"]["metrics"]["num_trades"] > 0
     assert saved["best"]["metrics"]["costs_usd"] > 0.0
+    assert saved["best"]["metrics"]["turnover_annual"] > 0.0
+    assert saved["equal_weight"]["metrics"]["turnover_annual"] == 0.0, "buying the first book is no turnover"
+    assert saved["equal_weight"]["metrics"]["costs_usd"] > 0.0, "the entry still pays its costs"
+
+
+def test_turnover_after_entry_drops_the_sessions_up_to_the_first_trade() -> None:
+    dates = pd.date_range("2024-01-02", periods=5, freq="B")
+    turnover = pd.Series([0.0, 1.0, 0.0, 0.2, 0.1], index=dates)
+    assert list(turnover_after_entry(turnover)) == [0.0, 0.2, 0.1]
+    assert turnover_after_entry(pd.Series([0.0, 0.0], index=dates[:2])).empty
+    assert turnover_after_entry(pd.Series([1.0], index=dates[:1])).empty
 
 
 def test_undefined_figures_are_null_and_json_is_strict(report: ReportPaths) -> None:

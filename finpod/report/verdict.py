@@ -348,6 +348,8 @@ def _sentence(
     if benchmark != BENCHMARK_NAME:
         return f"{trader} vs {benchmark}: {difference:+.2f} Sharpe {interval}"
     dsr_text = "" if dsr is None else f", DSR {dsr:.2f}"
+    if round(difference, 2) == 0.0:  # printed as +0.00 or -0.00: neither a win nor a loss
+        return f"{trader} matched equal weight ({difference:+.2f} Sharpe) {interval}{dsr_text}"
     verb = "beat" if difference > 0 else "trailed"
     return f"{trader} {verb} equal weight by {difference:+.2f} Sharpe {interval}{dsr_text}"
 

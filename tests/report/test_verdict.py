@@ -128,6 +128,14 @@ def test_a_skilled_trader_beats_equal_weight_significantly() -> None:
     assert "DSR" in verdict.sentence
 
 
+def test_a_trader_holding_equal_weight_s_book_matches_it() -> None:
+    rng = np.random.default_rng(4)
+    benchmark = rng.normal(0.0004, 0.01, 300)
+    verdict = judge("best", _series(benchmark.copy()), _series(benchmark), [0.5, 0.7])
+    assert verdict.sentence.startswith("best matched equal weight (+0.00 Sharpe)"), verdict.sentence
+    assert not verdict.beat
+
+
 def test_a_lucky_pick_among_many_trials_is_deflated() -> None:
     rng = np.random.default_rng(2)
     benchmark = rng.normal(0.0004, 0.01, 250)

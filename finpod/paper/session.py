@@ -137,8 +137,21 @@ class PaperSession:
                 if kind == "halt":
                     self.halted = reason
                 return None
+        working = self._working_orders() if self.guard is not None and not self.dry_run else None
         cash, buying_power, shares = self.portfolio()
         equity = cash + float(shares @ np.asarray(bar.close, dtype=np.float64))
+        if working is not None and working.any():
+            # orders of earlier bars still working at the broker: decide on the portfolio they leave,
+            # or the same move is ordered again every bar until they fill (a double trade)
+            shares = shares + working
+            cash -= float(working @ np.asarray(price_now, dtype=np.float64))
+            names = ", ".join(f"{q:+g} {s}" for s, q in zip(self.symbols, working, strict=True) if q)
+            self.journal.event(
+                "pending",
+                f"orders of earlier bars still open ({names}): decided as if they fill",
+                bar_ns=bar.bar_ns,
+            )
+            logger.info("orders of earlier bars still open (%s): decided as if they fill", names)
         progress = session_position(bar.bar_ns, bar.session_open_ns, bar.session_close_ns, self.freq)
         obs = observation(bar.features, progress, shares, bar.close, cash)
         weights = self.trader.target_weights(obs).to(torch.float64).numpy()
@@ -201,6 +214,21 @@ class PaperSession:
                 self.broker, self.journal, intent, policy=self.submit_policy, sleep=self.sleep, journaled=True
             )
         return Decision(bar.bar_ns, plan, intents, equity)
+
+    def _working_orders(self) -> np.ndarray:
+        """``(M,)`` signed shares this trader's open orders have still to fill (buy > 0).
+
+        Read before the positions: a fill landing between the two reads is then counted twice
+        (held and still to fill), which under-trades by it once, never trades it twice.
+        """
+        column = {s: i for i, s in enumerate(self.symbols)}
+        working = np.zeros(len(self.symbols), dtype=np.float64)
+        for order in self.broker.open_orders():
+            if order.symbol not in column or self.journal.order(order.client_order_id) is None:
+                continue  # not ours: reconciliation reports it
+            left = max(order.qty - order.filled_qty, 0.0)
+            working[column[order.symbol]] += left if order.side == "buy" else -left
+        return working
 
     def _not_sent(self, intents: list[OrderIntent], killed: str, bar_ns: int) -> None:
         """The kill switch tripped mid-decision: the rest of its orders are never sent."""

@@ -189,6 +189,26 @@ def test_less_buying_power_than_cash_sizes_down(
     assert any("buying power 2000.00 USD is below the cash" in e.message for e in journal.events("limit"))
 
 
+@pytest.mark.parametrize("fill_mode", ["hold", "partial"])
+def test_orders_still_open_at_the_next_bar_are_not_sent_again(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path, fill_mode: str
+) -> None:
+    big.fill_mode = fill_mode  # a slow or partial fill: the first bar's orders still work at the next
+    session = _session(broker, journal, tmp_path, _trader(0.5, 0.25, 0.25), max_order_notional_usd=1e9)
+    first = _decide(session)
+    assert first is not None
+    assert len(first.intents) == 2
+    assert broker.open_orders()
+    second = _decide(session, BAR + pd.Timedelta(minutes=1))
+    assert second is not None
+    assert second.intents == []
+    assert len(big.client_order_ids()) == 2
+    assert any("still open" in e.message for e in journal.events("pending"))
+    big.fill_open()
+    assert big.positions_held() == pytest.approx({"AAA": 500.0, "BBB": 1250.0})
+    assert reconcile(broker, journal).ok
+
+
 class _Killed(BaseException):
     """Stands for a SIGKILL: nothing after it runs in this process."""
 

@@ -104,6 +104,11 @@ class AlpacaBroker:
                 "; fix: set APCA_API_KEY_ID and APCA_API_SECRET_KEY to the keys of an Alpaca paper "
                 "account (and APCA_API_BASE_URL to its trading API, if set)"
             )
+        if status == HTTP_NOT_FOUND:
+            line += (
+                "; fix: if this is every call, set APCA_API_BASE_URL to the paper trading API root "
+                "(https://paper-api.alpaca.markets, no /v2) or unset it"
+            )
         if status == HTTP_TOO_MANY or status >= HTTP_SERVER_ERROR:
             response = err.response
             header = response.headers.get("Retry-After") if response is not None else None

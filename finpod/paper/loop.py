@@ -16,6 +16,7 @@ import logging
 import os
 import queue
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ import requests
 from alpaca.common.exceptions import APIError
 
 from finpod.alpaca_endpoints import ALPACA_DATA_URL, ALPACA_STREAM_URL, PAPER_TRADING_URL
-from finpod.errors import FinpodError
+from finpod.errors import BrokerError, FinpodError
 from finpod.net import redact
 from finpod.paper.alpaca_broker import AlpacaBroker
 from finpod.paper.broker import Broker, BrokerBusy, BrokerUnreachable
@@ -50,6 +51,8 @@ GRACE_S: Final[float] = 5.0
 """Seconds after a minute bar's end to wait for symbols the stream has not sent yet."""
 POLL_S: Final[float] = 0.2
 RECONCILE_TRIES: Final[int] = 5
+LIVE_TRADING_HOST: Final[str] = "api.alpaca.markets"
+"""Alpaca's live-money trading API: ``finpod paper`` refuses it (``url_override`` beats ``paper=True``)."""
 
 
 class TradingHalted(FinpodError):
@@ -63,6 +66,28 @@ def journal_path(paper_dir: Path, trader: str, *, dry_run: bool = False) -> Path
     of real trading later.
     """
     return paper_dir / f"journal-{trader}{'-dry-run' if dry_run else ''}.sqlite"
+
+
+def api_root(url: str) -> str:
+    """An Alpaca API root as alpaca-py wants it: no trailing ``/`` and no ``/v2`` (the client adds it;
+    Alpaca's dashboard shows its endpoints with ``/v2``, and ``.../v2/v2/...`` answers 404 to every call)."""
+    return url.strip().rstrip("/").removesuffix("/v2")
+
+
+def trading_url(env: Mapping[str, str]) -> str:
+    """The paper trading API root from ``APCA_API_BASE_URL`` (default :data:`PAPER_TRADING_URL`).
+
+    Raises:
+        BrokerError: the variable names Alpaca's live-money API (it would trade real money).
+    """
+    url = api_root(env.get(TRADING_URL_VARIABLE) or PAPER_TRADING_URL)
+    if (urllib.parse.urlsplit(url).hostname or "").lower() == LIVE_TRADING_HOST:
+        raise BrokerError(
+            f"{TRADING_URL_VARIABLE} is {url}, Alpaca's live-money trading API; finpod paper trades a "
+            f"paper account only and sent nothing; fix: unset {TRADING_URL_VARIABLE} or set it to "
+            f"{PAPER_TRADING_URL}, with the paper account's keys in APCA_API_KEY_ID and APCA_API_SECRET_KEY"
+        )
+    return url
 
 
 class FeedClock:
@@ -251,25 +276,25 @@ def run_paper(
         The exit status (0 after the kill switch).
 
     Raises:
-        TradingHalted: reconciliation failed. FinpodError: keys missing, not a finished run, a
+        TradingHalted: reconciliation failed. BrokerError: ``APCA_API_BASE_URL`` names the live-money
+            API. FinpodError: keys missing, not a finished run, a
             ``pick`` the run never saved or that resolves unlike at the journal's first start...
     """
     env = os.environ if env is None else env
     keys = AlpacaKeys.from_env(env)
     redact = Redactor([keys.key_id, keys.secret_key])
+    url = trading_url(env)
     _quiet_logs(redact)
     live = load_live(run_dir, trader)
     logger.info("trader %s of %s", live.trader.label, live.run.run_id)
     settings = live.spec.paper
     timeout = settings.request_timeout_seconds
-    broker = AlpacaBroker(
-        keys, url=env.get(TRADING_URL_VARIABLE, PAPER_TRADING_URL), timeout_s=timeout, redact=redact
-    )
+    broker = AlpacaBroker(keys, url=url, timeout_s=timeout, redact=redact)
     bars = AlpacaBars(
         keys,
         live.symbols,
         live.spec.frequency,
-        data_url=env.get(DATA_URL_VARIABLE, ALPACA_DATA_URL),
+        data_url=api_root(env.get(DATA_URL_VARIABLE) or ALPACA_DATA_URL),
         stream_url=env.get(STREAM_URL_VARIABLE, ALPACA_STREAM_URL),
         timeout_s=timeout,
     )

@@ -50,6 +50,9 @@ def reconcile(broker: Broker, journal: Journal) -> Reconciliation:
     """
     resolved = not_sent = 0
     problems: list[str] = []
+    # first a call that must succeed: a wrong API URL answers 404 here, before a look-up's 404 could
+    # be taken for "the broker never received it" and an order that did land marked never sent
+    open_now = broker.open_orders()
     for row in journal.pending_orders():
         found = broker.order_by_client_id(row.client_order_id)
         if found is None:
@@ -65,7 +68,7 @@ def reconcile(broker: Broker, journal: Journal) -> Reconciliation:
         journal.acknowledge(found)
         resolved += 1
     ours = {o.client_order_id for o in journal.orders()}
-    for order in broker.open_orders():
+    for order in open_now:
         if order.client_order_id not in ours:
             problems.append(
                 f"open order {order.client_order_id} ({order.side} {order.qty:g} {order.symbol}) was not "

@@ -181,3 +181,50 @@ def test_keys_never_in_repr() -> None:
 
     assert KEY_ID not in repr(AlpacaKeys(KEY_ID, SECRET))
     assert SECRET not in repr(AlpacaKeys(KEY_ID, SECRET))
+
+
+def test_a_wrong_api_url_stops_reconciliation_before_any_intent_is_marked_never_sent(
+    server: FakeTradingServer, journal: Journal
+) -> None:
+    from finpod.paper.broker import OrderRejected
+    from finpod.paper.keys import AlpacaKeys, Redactor
+
+    # the URL as Alpaca's dashboard shows it: alpaca-py adds /v2 again and every call answers 404
+    wrong = AlpacaBroker(
+        AlpacaKeys(KEY_ID, SECRET), url=server.url + "/v2", timeout_s=TIMEOUT_S, redact=Redactor([])
+    )
+    journal.record_intent(_intent(), dry_run=False)  # maybe sent before a crash
+    with pytest.raises(OrderRejected, match=r"list open orders: HTTP 404.*fix: .*APCA_API_BASE_URL"):
+        reconcile(wrong, journal)
+    row = journal.order(_intent().client_order_id)
+    assert row is not None
+    assert row.status == "intent"  # still to be settled by a broker that answers
+
+
+def test_trading_url_refuses_the_live_money_api_and_drops_v2(
+    server: FakeTradingServer, tmp_path: Path
+) -> None:
+    from finpod.alpaca_endpoints import PAPER_TRADING_URL
+    from finpod.errors import BrokerError
+    from finpod.paper.keys import AlpacaKeys, Redactor
+    from finpod.paper.loop import api_root, run_paper, trading_url
+
+    assert trading_url({}) == PAPER_TRADING_URL
+    assert trading_url({"APCA_API_BASE_URL": ""}) == PAPER_TRADING_URL
+    assert trading_url({"APCA_API_BASE_URL": "https://paper-api.alpaca.markets/v2/"}) == PAPER_TRADING_URL
+    assert api_root("https://data.alpaca.markets/v2") == "https://data.alpaca.markets"
+    env = {"APCA_API_KEY_ID": KEY_ID, "APCA_API_SECRET_KEY": SECRET}
+    for live in ("https://api.alpaca.markets", "https://API.alpaca.markets/v2"):
+        with pytest.raises(BrokerError, match="live-money trading API; finpod paper trades a paper"):
+            trading_url({"APCA_API_BASE_URL": live})
+        with pytest.raises(BrokerError, match="fix: unset APCA_API_BASE_URL") as caught:
+            run_paper(tmp_path / "no-run", "best", dry_run=False, env={**env, "APCA_API_BASE_URL": live})
+        assert KEY_ID not in str(caught.value)
+        assert SECRET not in str(caught.value)
+    fixed = AlpacaBroker(
+        AlpacaKeys(KEY_ID, SECRET),
+        url=trading_url({"APCA_API_BASE_URL": server.url + "/v2/"}),
+        timeout_s=TIMEOUT_S,
+        redact=Redactor([]),
+    )
+    assert fixed.account().cash_usd == 100_000.0

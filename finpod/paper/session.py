@@ -100,7 +100,7 @@ class PaperSession:
         self.halted: str | None = None
         self._loss_session: int | None = None
         """Session whose daily loss limit halted trading (a new session lifts that halt)."""
-        self._assets: tuple[int, np.ndarray] | None = None
+        self._assets: tuple[int, np.ndarray, np.ndarray] | None = None
 
     def portfolio(self) -> tuple[float, float, np.ndarray]:
         """``(cash, buying power, shares (M,))`` from the broker (a dry run: the journal's positions)."""
@@ -157,6 +157,7 @@ class PaperSession:
         weights = self.trader.target_weights(obs).to(torch.float64).numpy()
         tradable = np.asarray(bar.tradable, dtype=bool).copy()
         at_broker = np.ones(len(self.symbols), dtype=bool)
+        whole = np.zeros(len(self.symbols), dtype=bool)
         if self.guard is not None:
             stop = self._daily_loss(bar, equity)
             if stop is not None:
@@ -167,7 +168,7 @@ class PaperSession:
                         bar.bar_ns, self.trader.name, self._named(weights), equity, cash
                     )
                     return None
-            at_broker = self._tradable_now(bar.session_open_ns)
+            at_broker, whole = self._tradable_now(bar.session_open_ns)
             tradable &= at_broker
             if buying_power < cash:
                 reason = (
@@ -179,6 +180,7 @@ class PaperSession:
                 cash = buying_power
         plan = plan_orders(weights, cash, shares, price_now, tradable, self.config, self.limits)
         plan.delta_shares[~at_broker] = 0.0  # a halted symbol cannot be sold either
+        plan.delta_shares[whole] = np.trunc(plan.delta_shares[whole])  # the broker refuses fractions
         intents = self._intents(bar.bar_ns, plan, price_now)
         held_back: list[OrderIntent] = []
         if self.guard is not None and not self.dry_run:
@@ -278,23 +280,34 @@ class PaperSession:
         self.halted, self._loss_session = reason, bar.session_open_ns
         return settings.on_daily_loss
 
-    def _tradable_now(self, session_open_ns: int) -> np.ndarray:
-        """``(M,)`` whether the broker lets each symbol trade (halted, delisted: no); once a session."""
+    def _tradable_now(self, session_open_ns: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(M,)`` whether the broker lets each symbol trade (halted, delisted: no), and ``(M,)``
+        whether it takes whole shares only (not fractionable); asked once a session."""
         if self._assets is not None and self._assets[0] == session_open_ns:
-            return self._assets[1]
+            return self._assets[1], self._assets[2]
         ok = np.ones(len(self.symbols), dtype=bool)
+        whole = np.zeros(len(self.symbols), dtype=bool)
         for i, symbol in enumerate(self.symbols):
             try:
-                tradable = self.broker.asset(symbol).tradable
+                asset = self.broker.asset(symbol)
+                tradable = asset.tradable
             except OrderRejected as err:  # 404: the broker no longer lists it (delisted, renamed)
                 if err.status_code != HTTP_NOT_FOUND:
                     raise
                 tradable = False
+            else:
+                if tradable and not asset.fractionable and not self.config.whole_shares:
+                    whole[i] = True
+                    self.journal.event(
+                        "limit",
+                        f"{symbol} is not fractionable at the broker: whole shares only",
+                        symbol=symbol,
+                    )
             if not tradable:
                 ok[i] = False
                 self.journal.event(
                     "limit", f"{symbol} is not tradable at the broker: no order", symbol=symbol
                 )
                 logger.warning("%s is not tradable at the broker: no order", symbol)
-        self._assets = (session_open_ns, ok)
-        return ok
+        self._assets = (session_open_ns, ok, whole)
+        return ok, whole

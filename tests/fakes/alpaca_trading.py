@@ -57,6 +57,8 @@ class FakeTradingServer(FakeAlpacaServer):
         self.orders: dict[str, dict[str, Any]] = {}
         self.order_posts: list[str] = []
         self.untradable: set[str] = set()
+        self.not_fractionable: set[str] = set()
+        """Symbols the broker trades in whole shares only (a fractional qty is refused with 422)."""
         self.delisted: set[str] = set()
         """Symbols the asset endpoint no longer knows (HTTP 404, as Alpaca answers for a dropped ticker)."""
         self.buying_power_cap_usd: float | None = None
@@ -176,6 +178,8 @@ class FakeTradingServer(FakeAlpacaServer):
             return _json({"code": 40010001, "message": "client_order_id must be unique"}, 422), 0.0
         if symbol in self.untradable:
             return _json({"code": 42210000, "message": f"asset {symbol} is not tradable"}, 422), 0.0
+        if symbol in self.not_fractionable and qty != int(qty):
+            return _json({"code": 42210000, "message": f'asset "{symbol}" is not fractionable'}, 422), 0.0
         price = self.prices.get(symbol)
         if price is None:
             return _json({"code": 42210000, "message": f"no price for {symbol}"}, 422), 0.0
@@ -243,5 +247,6 @@ class FakeTradingServer(FakeAlpacaServer):
         return {
             "id": str(uuid.uuid5(uuid.NAMESPACE_DNS, symbol)), "class": "us_equity", "exchange": "NASDAQ",
             "symbol": symbol, "status": "active", "tradable": symbol not in self.untradable,
-            "marginable": True, "shortable": False, "easy_to_borrow": False, "fractionable": True,
+            "marginable": True, "shortable": False, "easy_to_borrow": False,
+            "fractionable": symbol not in self.not_fractionable,
         }  # fmt: skip

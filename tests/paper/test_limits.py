@@ -288,6 +288,21 @@ def test_halted_symbol_gets_no_order(
     assert any("BBB is not tradable" in e.message for e in journal.events("limit"))
 
 
+def test_a_symbol_the_broker_trades_in_whole_shares_only_gets_whole_shares(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
+) -> None:
+    big.not_fractionable.add("AAA")
+    big.set_price("AAA", 30.0)
+    close = np.array([30.0, 20.0])  # 25,000 USD of AAA is 833.33 shares
+    session = _session(broker, journal, tmp_path, _trader(0.5, 0.25, 0.25), max_order_notional_usd=1e9)
+    decision = _decide(session, close=close)
+    assert decision is not None
+    assert [(i.symbol, i.qty) for i in decision.intents] == [("AAA", 833.0), ("BBB", 1250.0)]
+    assert not journal.events("rejected")
+    assert broker.positions() == pytest.approx({"AAA": 833.0, "BBB": 1250.0})
+    assert any("AAA is not fractionable" in e.message for e in journal.events("limit"))
+
+
 def test_symbol_the_broker_no_longer_lists_gets_no_order(
     big: FakeTradingServer, broker: AlpacaBroker, journal: Journal, tmp_path: Path
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+import pydantic
 import requests
 from alpaca.common.exceptions import APIError
 from alpaca.trading.client import TradingClient
@@ -38,6 +39,23 @@ HTTP_TOO_MANY: Final[int] = 429
 HTTP_SERVER_ERROR: Final[int] = 500
 DEFAULT_RETRY_AFTER_S: Final[float] = 1.0
 _MAX_MESSAGE_CHARS: Final[int] = 300
+
+
+_URL_FIX: Final[str] = (
+    "fix: check that APCA_API_BASE_URL (if set) is Alpaca's paper trading API root, "
+    "https://paper-api.alpaca.markets"
+)
+
+
+def _why_malformed(err: Exception) -> str:
+    """What is wrong with a reply, without the reply's values (they may echo anything)."""
+    if isinstance(err, pydantic.ValidationError):
+        first = err.errors(include_url=False, include_input=False)[0]
+        where = ".".join(str(part) for part in first.get("loc", ())) or "the reply"
+        return f"{err.error_count()} problem(s), first: {where}: {first.get('msg', 'invalid')}"
+    if isinstance(err, KeyError):
+        return f"no {err.args[0]!r} field" if err.args else "a field is missing"
+    return "an empty or unexpected reply"
 
 
 def request_timeouts(timeout_s: float) -> Timeouts:
@@ -88,6 +106,14 @@ class AlpacaBroker:
             return fn(*args)
         except APIError as err:
             raise self._api_error(what, err) from None
+        except requests.exceptions.JSONDecodeError:  # before RequestException, its base
+            raise BrokerUnreachable(
+                f"{what}: the broker's answer is not JSON (a proxy or a wrong URL?); {_URL_FIX}"
+            ) from None
+        except (pydantic.ValidationError, TypeError, KeyError) as err:
+            raise BrokerUnreachable(
+                f"{what}: the broker's answer is not what Alpaca sends ({_why_malformed(err)}); {_URL_FIX}"
+            ) from None
         except requests.exceptions.RequestException as err:
             raise BrokerUnreachable(f"{what}: no answer from the broker ({type(err).__name__})") from None
 

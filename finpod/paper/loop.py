@@ -152,16 +152,21 @@ class LiveLoop:
             self.bars.stop_stream()
 
     def _reconcile(self, why: str) -> None:
+        last = ""
         for attempt in range(RECONCILE_TRIES):
             try:
                 result = reconcile(self.broker, self.journal)
                 break
             except (BrokerUnreachable, BrokerBusy) as err:
+                last = str(err)
                 self.journal.event("error", f"reconcile ({why}): {err}")
                 logger.warning("reconcile (%s): %s", why, err)
                 time.sleep(min(2.0**attempt, 10.0))
         else:
-            raise TradingHalted(f"reconciliation ({why}): the broker cannot be reached; nothing was traded")
+            raise TradingHalted(
+                f"reconciliation ({why}): no usable answer from the broker after {RECONCILE_TRIES} tries; "
+                f"nothing was traded; last: {last}"
+            )
         if not result.ok:
             raise TradingHalted("reconciliation failed, trading stopped: " + "; ".join(result.problems))
         logger.info(

@@ -67,6 +67,7 @@ class FakeTradingServer(FakeAlpacaServer):
         self._delays: list[float] = []
         self._land_then_hang: list[float] = []
         self._busy: list[tuple[int, float]] = []
+        self._garbled: list[str] = []
         self._state = threading.RLock()
 
     # ------------------------------------------------------------------ test controls
@@ -80,6 +81,12 @@ class FakeTradingServer(FakeAlpacaServer):
         """Answer the next ``times`` requests with ``status`` and a ``Retry-After`` header."""
         with self._state:
             self._busy.extend([(status, retry_after_s)] * times)
+
+    def garble_next(self, body: str, times: int = 1) -> None:
+        """Answer the next ``times`` requests with HTTP 200 and ``body`` (a proxy page, a truncated
+        or changed reply), without acting on them."""
+        with self._state:
+            self._garbled.extend([body] * times)
 
     def delay_next(self, seconds: float, times: int = 1) -> None:
         """Answer the next ``times`` requests only after ``seconds`` (a hung server)."""
@@ -134,6 +141,10 @@ class FakeTradingServer(FakeAlpacaServer):
             return _json(
                 {"code": status, "message": f"injected {status}"}, status, {"Retry-After": f"{wait:g}"}
             )
+        with self._state:
+            garbled = self._garbled.pop(0) if self._garbled else None
+        if garbled is not None:
+            return Response(garbled, status=200, mimetype="application/json")
         path, method = request.path, request.method
         if path.startswith("/v2/stocks/"):
             return super()._dispatch(request)

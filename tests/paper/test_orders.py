@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,32 @@ def test_trading_url_refuses_the_live_money_api_and_drops_v2(
         redact=Redactor([]),
     )
     assert fixed.account().cash_usd == 100_000.0
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ('{"cash": "100"}', r"not what Alpaca sends \(\d+ problem\(s\), first: "),
+        ("", r"not what Alpaca sends \(an empty or unexpected reply\)"),
+        ("<html>proxy login</html>", "the broker's answer is not JSON"),
+    ],
+)
+def test_a_garbled_reply_is_one_line_naming_the_fix(
+    server: FakeTradingServer, broker: AlpacaBroker, journal: Journal, body: str, why: str
+) -> None:
+    from finpod.paper.broker import BrokerUnreachable
+
+    server.garble_next(body)
+    with pytest.raises(BrokerUnreachable) as caught:
+        broker.account()
+    text = str(caught.value)
+    assert text.startswith("read the account: ")
+    assert re.search(why, text)
+    assert "fix: check that APCA_API_BASE_URL" in text
+    assert "\n" not in text
+    # an order POST answered with garbage may have landed: it is looked up, then sent once
+    server.garble_next(body)
+    order = place_order(broker, journal, _intent(), policy=POLICY)
+    assert order is not None
+    assert server.client_order_ids() == [_intent().client_order_id]
+    assert journal.positions() == broker.positions() == {"AAA": 10.0}

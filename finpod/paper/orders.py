@@ -133,6 +133,9 @@ def refresh_orders(broker: Broker, journal: Journal) -> int:
 def cancel_open_orders(broker: Broker, journal: Journal) -> int:
     """Cancel every open order this trader placed (the kill switch); returns how many were asked.
 
+    An order that fills or ends before its cancel lands (the broker answers 422) is journaled and
+    skipped: the other orders are still cancelled, and the refresh records its fill.
+
     Raises:
         BrokerUnreachable, BrokerBusy: the broker could not be asked.
     """
@@ -140,7 +143,12 @@ def cancel_open_orders(broker: Broker, journal: Journal) -> int:
     for order in broker.open_orders():
         if journal.order(order.client_order_id) is None:
             continue  # not ours: reconciliation reports it, the kill switch leaves it alone
-        broker.cancel(order.broker_id)
+        try:
+            broker.cancel(order.broker_id)
+        except OrderRejected as err:  # it filled or ended between the listing and the cancel (422)
+            journal.event("cancel", f"{order.client_order_id} not cancelled: {err}")
+            logger.warning("%s not cancelled: %s", order.client_order_id, err)
+            continue
         message = f"{order.client_order_id} cancelled by the kill switch"
         journal.event("cancel", message)
         logger.warning("%s", message)

@@ -343,6 +343,34 @@ def test_kill_switch_cancels_open_orders(
     assert row.status == "canceled"
 
 
+def test_kill_switch_cancels_the_rest_when_one_order_fills_before_its_cancel(
+    big: FakeTradingServer, broker: AlpacaBroker, journal: Journal
+) -> None:
+    big.fill_mode = "hold"
+    first = OrderIntent("fp-first", 1, "AAA", "buy", 3.0, 50.0)
+    second = OrderIntent("fp-second", 1, "BBB", "buy", 2.0, 20.0)
+    for intent in (first, second):
+        place_order(broker, journal, intent, policy=SubmitPolicy())
+
+    class _FillsFirstMeanwhile:
+        """The broker, where fp-first fills between the listing and its cancel."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(broker, name)
+
+        def cancel(self, broker_id: str) -> None:
+            if broker_id == big.orders["fp-first"]["id"]:
+                big._fill(big.orders["fp-first"], 1.0)
+            broker.cancel(broker_id)
+
+    assert cancel_open_orders(_FillsFirstMeanwhile(), journal) == 1  # type: ignore[arg-type]
+    assert broker.open_orders() == []
+    statuses = {cid: row.status for cid in ("fp-first", "fp-second") if (row := journal.order(cid))}
+    assert statuses == {"fp-first": "filled", "fp-second": "canceled"}
+    assert journal.positions() == broker.positions() == {"AAA": 3.0}
+    assert any("fp-first not cancelled" in e.message for e in journal.events("cancel"))
+
+
 def _raw(symbol: str, minute: int, close: float = 10.0) -> RawBar:
     return RawBar(symbol, int((BAR + pd.Timedelta(minutes=minute)).value), close, close, close, close, 100.0)
 

@@ -82,12 +82,12 @@ def _trained_spec(run: RunDir) -> dict[str, Any]:
     """The resolved spec ``run`` trained with, every setting present: its ``spec.toml`` read as the run
     was trained (:meth:`~finpod.rundir.RunDir.load_spec`: a setting the run predates takes the value
     it trained with, one added since with an unchanged behaviour its default), so two runs differ only
-    where their training did. A ``spec.toml`` this version cannot read (a setting since removed)
-    falls back to the run's ``spec.json`` as written."""
-    try:
-        return run.load_spec().resolved_dict()
-    except SpecError:
-        return _read_json(run.spec_json)
+    where their training did.
+
+    Raises:
+        SpecError: the run's ``spec.toml`` is missing or damaged (one line naming it).
+    """
+    return run.load_spec().resolved_dict()
 
 
 def _root(folder: str | Path | None) -> Path:

@@ -760,9 +760,9 @@ RUN_FOLDER_CASES = [
         ("--start and --end are required", "fix: --start 2019-10-01 --end 2019-12-31 (the run's backtest"),
     ),
     Bad(
-        "rundir_spec_json_damaged_compare",
-        _run_folder_args(_write("spec.json", b"{"), "runs", "compare", "{run}", "{finished}"),
-        ("spec.json: not valid JSON",),
+        "rundir_spec_toml_damaged_compare",
+        _run_folder_args(_write("spec.toml", b"{"), "runs", "compare", "{run}", "{finished}"),
+        ("spec.toml",),
     ),
     Bad(
         "rundir_metrics_damaged_ls",

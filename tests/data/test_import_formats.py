@@ -191,3 +191,47 @@ def test_one_bar_file_needs_and_accepts_freq(tmp_path: Path) -> None:
     manifest = import_paths([path], tmp_path / "ds", freq="1min")
     assert manifest.rows == 1
     assert manifest.frequency == "1min"
+
+
+@pytest.mark.parametrize(
+    ("header", "column_map"),
+    [("timestamp,symbol", None), ("Date,Ticker", None), ("Date,Code", {"Code": "symbol"})],
+)
+def test_numeric_tickers_keep_their_digits(
+    tmp_path: Path, header: str, column_map: dict[str, str] | None
+) -> None:
+    # Tokyo and Hong Kong tickers are digits; read as numbers they broke the write (an internal
+    # error) and lost leading zeros (0700 -> 700).
+    day = "2019-02-11T14:30:00+00:00" if header.startswith("timestamp") else "2019-02-11"
+    next_day = "2019-02-12T14:30:00+00:00" if header.startswith("timestamp") else "2019-02-12"
+    text = f"{header},open,high,low,close,volume\n{day},0700,1,1,1,1,1\n{next_day},0700,1,1,1,1,1\n"
+    manifest = import_paths([_write(tmp_path / "hk.csv", text)], tmp_path / "ds", column_map=column_map)
+    bars, _ = read_dataset(tmp_path / "ds")
+    assert manifest.symbols == ("0700",)
+    assert bars["symbol"].tolist() == ["0700", "0700"]
+
+
+def test_parquet_integer_tickers_import_as_text(tmp_path: Path) -> None:
+    frame = pd.DataFrame(
+        {
+            "timestamp": pd.to_datetime(["2019-02-11T14:30:00Z", "2019-02-12T14:30:00Z"]),
+            "symbol": [7203, 7203],
+            **{name: [1.0, 1.0] for name in ("open", "high", "low", "close", "volume")},
+        }
+    )
+    frame.to_parquet(tmp_path / "jp.parquet")
+    manifest = import_paths([tmp_path / "jp.parquet"], tmp_path / "ds")
+    assert manifest.symbols == ("7203",)
+
+
+def test_parquet_float_tickers_are_refused(tmp_path: Path) -> None:
+    frame = pd.DataFrame(
+        {
+            "timestamp": pd.to_datetime(["2019-02-11T14:30:00Z"]),
+            "symbol": [7203.5],
+            **{name: [1.0] for name in ("open", "high", "low", "close", "volume")},
+        }
+    )
+    frame.to_parquet(tmp_path / "jp.parquet")
+    with pytest.raises(DataError, match=r"jp\.parquet: column symbol holds tickers but has dtype float64"):
+        import_paths([tmp_path / "jp.parquet"], tmp_path / "ds")

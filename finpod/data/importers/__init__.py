@@ -125,7 +125,7 @@ def _junk_above_header(path: Path, column_map: Mapping[str, str]) -> DataError |
 
 def _probe(path: Path, column_map: Mapping[str, str], lenient: bool = False) -> _Candidate:
     try:
-        table = read_table(path)
+        table = read_table(path, [old for old, new in column_map.items() if new == "symbol"])
     except DataError as err:
         raise _junk_above_header(path, column_map) or err from None
     frame = _apply_column_map(table, path, column_map)

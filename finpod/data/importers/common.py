@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zlib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -48,23 +49,34 @@ class LoadedFile:
     splits_recorded: bool = False
 
 
-def read_table(path: Path) -> pd.DataFrame:
+SYMBOL_NAMES: Final[frozenset[str]] = frozenset({"symbol", "ticker"})
+"""Column names (case-insensitive) that hold tickers: read as text, never as numbers."""
+
+
+def read_table(path: Path, symbol_columns: Collection[str] = ()) -> pd.DataFrame:
     """Read a CSV (optionally gzipped) or parquet file as it is, column names unchanged.
+
+    Ticker columns (named ``symbol``/``ticker`` in any case, or in ``symbol_columns``) are read as
+    text, so numeric tickers (``7203``, ``0700``) keep their digits and leading zeros.
 
     Args:
         path: a ``.csv``, ``.csv.gz`` or ``.parquet`` file.
+        symbol_columns: further column names that hold tickers (``--column-map X=symbol``).
 
     Returns:
         The file's rows.
 
     Raises:
-        DataError: the file is empty or cannot be parsed.
+        DataError: the file is empty or cannot be parsed, or a parquet ticker column holds
+            something other than text or integers.
     """
     try:
         if path.suffix == ".parquet":
-            return pd.read_parquet(path)
+            return _tickers_as_text(pd.read_parquet(path), path, symbol_columns)
         encoding, delimiter = sniff_csv(path)
-        return pd.read_csv(path, encoding=encoding, sep=delimiter)
+        header = pd.read_csv(path, encoding=encoding, sep=delimiter, nrows=0).columns
+        text = {name: "str" for name in header if _is_symbol_column(name, symbol_columns)}
+        return pd.read_csv(path, encoding=encoding, sep=delimiter, dtype=text)
     except UnicodeDecodeError as err:
         raise DataError(
             f"{path}: not UTF-8 or UTF-16 text (byte {err.start}: {err.reason}); save it as UTF-8 CSV"
@@ -76,6 +88,25 @@ def read_table(path: Path) -> pd.DataFrame:
     except (ValueError, OSError, EOFError, zlib.error, pd.errors.ParserError) as err:
         reason = " ".join(str(err).split()) or type(err).__name__
         raise DataError(f"{path}: cannot be read as CSV/parquet ({reason}); check the file") from None
+
+
+def _is_symbol_column(name: object, symbol_columns: Collection[str]) -> bool:
+    return str(name).strip().lower() in SYMBOL_NAMES or name in symbol_columns
+
+
+def _tickers_as_text(frame: pd.DataFrame, path: Path, symbol_columns: Collection[str]) -> pd.DataFrame:
+    """A parquet file's integer ticker columns as text; other non-text tickers refused."""
+    for name in frame.columns:
+        if not _is_symbol_column(name, symbol_columns):
+            continue
+        dtype = frame[name].dtype
+        if pd.api.types.is_integer_dtype(dtype):
+            frame[name] = frame[name].astype("str")
+        elif not (pd.api.types.is_string_dtype(dtype) or isinstance(dtype, pd.CategoricalDtype)):
+            raise DataError(
+                f"{path}: column {name} holds tickers but has dtype {dtype}; write the tickers as text"
+            )
+    return frame
 
 
 def parse_timestamps(values: pd.Series, path: Path, symbol: str | pd.Series) -> pd.Series:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from pydantic import (
@@ -35,6 +36,7 @@ def one_line(err: ValidationError, source: Path | None, root: type[BaseModel]) -
 
 
 def _short(msg: str) -> str:
+    msg = re.sub(r"a valid dictionary or instance of \w+", "a table", msg)
     return msg.replace("Input should be ", "must be ").replace("Input ", "value ")
 
 
@@ -57,4 +59,7 @@ def _fix(root: type[BaseModel], names: tuple[str, ...]) -> str:
     if field is None:
         return "see strategies/README.md for the spec format"
     example = f", e.g. {json.dumps(field.examples[0])}" if field.examples else ""
-    return f"set {'.'.join(names)} ({field.description}){example}"
+    if field.description is None and _model_at(root, names) is not None:
+        return f"write [{'.'.join(names)}] as a table of settings (see strategies/README.md)"
+    described = f" ({field.description})" if field.description else ""
+    return f"set {'.'.join(names)}{described}{example}"

@@ -309,11 +309,12 @@ class Spec(Model):
         ):
             del dumped["tournament"]["perturb_bounds"]
             merged = deep_merge(dumped, sections)
-            stated = merged.get("tournament", {}).get("perturb_bounds")
-            if isinstance(stated, dict):
-                env = merged.get("env", {})
+            tournament, agent, env = (merged.get(key) for key in ("tournament", "agent", "env"))
+            # A section replaced by a non-table (``--set tournament=3``) is the validation's error.
+            stated = tournament.get("perturb_bounds") if isinstance(tournament, dict) else None
+            if isinstance(stated, dict) and isinstance(agent, dict) and isinstance(env, dict):
                 fresh = _default_bounds(
-                    merged.get("agent", {}),
+                    agent,
                     str(env.get("action_mode", "weights")),
                     str(merged.get("frequency")),
                 )

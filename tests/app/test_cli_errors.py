@@ -79,3 +79,17 @@ def test_backtest_rerun_of_a_run_still_training_is_refused(tmp_path: Path) -> No
     assert result.exit_code == 2
     assert "still training, so its backtest segment stays unread" in result.stderr
     assert result.stderr.strip().count("\n") == 0
+
+
+@pytest.mark.parametrize("section", ["tournament", "env", "data.synthetic"])
+def test_set_of_a_whole_section_to_a_value_is_one_line(section: str, tmp_path: Path) -> None:
+    # `--set tournament=3` used to crash in Spec.with_ (an internal error); a section given a
+    # value is the spec's own error, and its fix says to write a table.
+    spec = REPO_ROOT / "strategies" / "demo.toml"
+    result = run_cli("run", str(spec), "--out", str(tmp_path / "reports"), "--set", f"{section}=3")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"error: --set {section}=3: {spec}: {section}: must be a table (got 3); "
+        f"fix: write [{section}] as a table of settings (see strategies/README.md)"
+    )
+    assert not (tmp_path / "reports").exists()

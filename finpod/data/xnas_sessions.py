@@ -112,6 +112,24 @@ def regular_hours_mask(stamps_ns: np.ndarray, source: str) -> np.ndarray:
     return (index >= 0) & (stamps_ns < grid.session_close_ns[clipped])
 
 
+def session_edges(stamps_ns: np.ndarray, source: str) -> tuple[np.ndarray, np.ndarray]:
+    """Which minute-bar stamps sit exactly at an XNAS regular session's open, and which at its close.
+
+    Args:
+        stamps_ns: int64 ``(n,)`` UTC instants in nanoseconds.
+        source: file name for error messages.
+
+    Returns:
+        bool ``(n,)`` twice: at a session's open (09:30 New York), at a session's close (16:00, or
+        13:00 on a half day).
+    """
+    if stamps_ns.size == 0:
+        return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
+    first_day, last_day = _local_date_bounds(stamps_ns)
+    grid = _daily_grid(first_day - pd.Timedelta(days=1), last_day + pd.Timedelta(days=1), source)
+    return np.isin(stamps_ns, grid.session_open_ns), np.isin(stamps_ns, grid.session_close_ns)
+
+
 def _local_date_bounds(stamps_ns: np.ndarray) -> tuple[pd.Timestamp, pd.Timestamp]:
     """First and last New York calendar date of UTC instants, as naive midnight timestamps."""
     bounds = (

@@ -102,3 +102,52 @@ def test_cli_refusal_is_one_line_exit_2_and_flags_import(tmp_path: Path) -> None
     done = run_cli("data", "import", str(path), "--out", str(tmp_path / "ds"), *flags)
     assert done.exit_code == 0, done.stderr
     assert "3 1min bars" in done.stdout
+
+
+BARS = "timestamp,symbol,open,high,low,close,volume\n"
+
+
+def _bars_at(tmp_path: Path, utc_times: list[str]) -> Path:
+    path = tmp_path / "bars.csv"
+    path.write_text(BARS + "".join(f"2019-02-11T{t}:00+00:00,AAPL,10,11,9,10,100\n" for t in utc_times))
+    return path
+
+
+def test_zoned_bar_ends_are_refused_not_shifted(tmp_path: Path) -> None:
+    # Bar ENDS written with an offset (14:31..21:00 UTC = 09:31..16:00 New York) used to import one
+    # minute late, each session's 16:00 bar dropped as "outside regular hours" and its 09:30 bar
+    # missing: silently wrong bars. They are refused, naming the file, symbol, close time and fix.
+    path = _bars_at(tmp_path, ["14:31", "14:32", "20:59", "21:00"])
+    with pytest.raises(DataError) as caught:
+        import_paths([path], tmp_path / "ds")
+    message = str(caught.value)
+    assert message.startswith(f"{path}: AAPL 2019-02-11 21:00:00+00:00: minute bars at the session's close")
+    assert "(16:00 New York)" in message
+    assert "look like bar ENDS; fix: write bar STARTS (subtract one minute" in message
+    assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize(
+    "utc_times",
+    [
+        ["14:30", "14:31", "20:59", "21:00"],  # bar starts with the opening minute: 21:00 dropped, counted
+        ["14:31", "20:59", "21:00", "21:01"],  # extended hours (a post-market bar): not bar ends
+        ["14:31", "14:32", "20:59"],  # nothing at the close: starts with a missing first minute
+    ],
+)
+def test_bar_starts_with_a_close_stamp_still_import(tmp_path: Path, utc_times: list[str]) -> None:
+    manifest = import_paths([_bars_at(tmp_path, utc_times)], tmp_path / "ds")
+    kept = [t for t in utc_times if "14:30" <= t < "21:00"]
+    assert manifest.rows == len(kept)
+    assert manifest.repairs.get("outside_regular_hours_bars_dropped", 0) == len(utc_times) - len(kept)
+
+
+def test_alphavantage_read_as_starts_on_request_is_refused_at_the_close(tmp_path: Path) -> None:
+    path = tmp_path / "AAPL_1min.csv"
+    path.write_text(
+        "datetime,open,high,low,close,volume\n2019-02-11 16:00:00,10,11,9,10,100\n"
+        "2019-02-11 15:59:00,10,11,9,10,100\n2019-02-11 09:31:00,10,11,9,10,100\n"
+    )
+    import_paths([path], tmp_path / "as_ends")  # the name's reading: bar ends, fine
+    with pytest.raises(DataError, match=r"look like bar ENDS.*--timestamps end --tz America/New_York"):
+        import_paths([path], tmp_path / "as_starts", timestamps=NaiveReading("start", None))

@@ -12,6 +12,8 @@ Accepted formats (detected from the header and the file name, no flags needed):
 finpod supports the frequencies ``1min`` and ``1d``. When the inputs hold several, the finest supported
 one is imported and the rest are skipped and recorded in the manifest's notes (``--freq`` picks).
 Minute bars outside XNAS regular hours are dropped and counted; zero-volume bars are kept and counted.
+Minute bars that look stamped at their END (bars at the 16:00 close, none at any 09:30 open, none
+elsewhere outside regular hours) are refused rather than imported a minute late.
 """
 
 from __future__ import annotations
@@ -227,6 +229,28 @@ def _load(candidate: _Candidate, symbol: str | None, reading: NaiveReading) -> L
     return tabular.read_vendor(frame, path, ticker, candidate.frequency, reading)
 
 
+def _refuse_bar_ends(bars: pd.DataFrame, stamps_ns: np.ndarray, inside: np.ndarray, source: str) -> None:
+    """Refuse minute bars that look stamped at their END: a bar at a session's close (16:00 New York,
+    which starts no regular-hours bar), none at any open (09:30) and none elsewhere outside regular
+    hours (which extended-hours data would have). Read as starts, each bar would be one minute late
+    and every session's last bar dropped.
+
+    Raises:
+        DataError: the stamps look like bar ends (naming the file, symbol, time and the fix).
+    """
+    at_open, at_close = xnas_sessions.session_edges(stamps_ns, source)
+    if not at_close.any() or at_open.any() or (~inside & ~at_close).any():
+        return
+    row = int(np.flatnonzero(at_close)[0])
+    stamp = pd.Timestamp(int(stamps_ns[row]), tz="UTC")
+    raise DataError(
+        f"{source}: {bars['symbol'].iloc[row]} {stamp}: minute bars at the session's close "
+        f"({stamp.tz_convert(EXCHANGE_TIMEZONE):%H:%M} New York) and none at any open, so the timestamps "
+        "look like bar ENDS; fix: write bar STARTS (subtract one minute from every timestamp), or write "
+        "naive New York times and pass --timestamps end --tz America/New_York"
+    )
+
+
 def _check_timestamps(loaded: LoadedFile) -> pd.DataFrame:
     """Minute bars on whole minutes in regular hours (others dropped, counted); daily bars at opens."""
     bars = loaded.bars
@@ -244,6 +268,7 @@ def _check_timestamps(loaded: LoadedFile) -> pd.DataFrame:
                 "minute; round bar starts down to the minute"
             )
         inside = xnas_sessions.regular_hours_mask(stamps_ns, source)
+        _refuse_bar_ends(bars, stamps_ns, inside, source)
         dropped = int((~inside).sum())
         if dropped:
             loaded.repairs[OUTSIDE_REGULAR_HOURS] = loaded.repairs.get(OUTSIDE_REGULAR_HOURS, 0) + dropped

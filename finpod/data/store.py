@@ -230,6 +230,11 @@ def read_manifest(path: Path) -> Manifest:
     Raises:
         DataError: the folder or its manifest is missing, unreadable or malformed.
     """
+    if path.is_file():
+        raise DataError(
+            f"{path}: a file, not a dataset folder; fix: pass the folder `finpod data import` or "
+            "`synth` wrote (it holds manifest.json and bars.parquet)"
+        )
     if not path.is_dir():
         raise DataError(f"{path}: no such dataset folder; create one with `finpod data import` or `synth`")
     manifest_path = path / MANIFEST_FILE

@@ -346,8 +346,14 @@ class Spec(Model):
         given = Path(self.data.path).expanduser()
         base = self.source.parent if self.source is not None else Path.cwd()
         folder = (given if given.is_absolute() else base / given).resolve()
+        relative = "" if given.is_absolute() else f" ({self.data.path!r} from {base})"
+        if must_exist and folder.is_file():
+            raise SpecError(
+                f"{self._where()}data.path: {folder}{relative} is a file, not a dataset folder; fix: "
+                "point data.path at the folder `finpod data import|fetch|synth` wrote (it holds "
+                "manifest.json and bars.parquet)"
+            )
         if must_exist and not folder.is_dir():
-            relative = "" if given.is_absolute() else f" ({self.data.path!r} from {base})"
             raise SpecError(
                 f"{self._where()}data.path: dataset folder not found: {folder}{relative}; fix: create it "
                 "with `finpod data import` or `finpod data fetch`, or correct the path (relative to "

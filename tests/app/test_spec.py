@@ -164,6 +164,15 @@ def test_dataset_path_is_relative_to_the_spec_file_not_the_cwd(
     missing = Spec.from_toml(spec_file).with_(data={"path": "elsewhere"})
     with pytest.raises(SpecError, match=r"data\.path: dataset folder not found"):
         missing.dataset_path()
+    (tmp_path / "specs" / "bars.csv").write_text("timestamp\n")
+    a_file = Spec.from_toml(spec_file).with_(data={"path": "bars.csv"})
+    with pytest.raises(SpecError) as caught:
+        a_file.dataset_path()
+    assert str(caught.value) == (
+        f"{spec_file.resolve()}: data.path: {(tmp_path / 'specs' / 'bars.csv').resolve()} ('bars.csv' from "
+        f"{spec_file.resolve().parent}) is a file, not a dataset folder; fix: point data.path at the folder "
+        "`finpod data import|fetch|synth` wrote (it holds manifest.json and bars.parquet)"
+    )
 
 
 def test_with_merges_sections_and_revalidates() -> None:

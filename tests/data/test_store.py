@@ -104,6 +104,12 @@ def test_killed_writer_leaves_no_dataset(tmp_path: Path) -> None:
         read_dataset(tmp_path / "ds")
 
 
+def test_a_file_is_not_a_dataset_folder(tmp_path: Path) -> None:
+    _write(_bars(), tmp_path / "ds")
+    with pytest.raises(DataError, match=r"bars\.parquet: a file, not a dataset folder; fix: pass the folder"):
+        read_dataset(tmp_path / "ds" / BARS_FILE)
+
+
 def test_folder_without_manifest_is_not_a_dataset(tmp_path: Path) -> None:
     _write(_bars(), tmp_path / "ds")
     (tmp_path / "ds" / MANIFEST_FILE).unlink()

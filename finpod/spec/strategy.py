@@ -225,6 +225,10 @@ class Spec(Model):
             SpecError: missing file, bad TOML or an invalid field (one line, field and fix).
         """
         file = Path(path).expanduser().resolve()
+        if file.is_dir():
+            specs = sorted(file.glob("*.toml"))
+            example = specs[0] if specs else "strategies/demo.toml"
+            raise SpecError(f"{path}: a folder, not a spec file; fix: pass a .toml spec, e.g. {example}")
         if not file.is_file():
             raise SpecError(f"{path}: spec file not found; fix: pass a path like strategies/demo.toml")
         try:

@@ -93,3 +93,12 @@ def test_set_of_a_whole_section_to_a_value_is_one_line(section: str, tmp_path: P
         f"fix: write [{section}] as a table of settings (see strategies/README.md)"
     )
     assert not (tmp_path / "reports").exists()
+
+
+def test_run_of_a_folder_names_a_spec_inside_it(tmp_path: Path) -> None:
+    (tmp_path / "mine.toml").write_text("", encoding="utf-8")
+    result = run_cli("run", str(tmp_path))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"error: {tmp_path}: a folder, not a spec file; fix: pass a .toml spec, e.g. {tmp_path / 'mine.toml'}"
+    )

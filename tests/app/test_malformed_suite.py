@@ -382,7 +382,11 @@ SPEC_CASES = [
         ("ensemble_k: 9 exceeds leaderboard_size",),
     ),
     Bad("spec_bad_name", _spec(_replace('name = "tiny"', 'name = "a b"')), ("name",)),
-    Bad("spec_is_a_folder", _args("run", "{tmp}", "--out", "{tmp}/out"), ("spec file not found",)),
+    Bad(
+        "spec_is_a_folder",
+        _args("run", "{tmp}", "--out", "{tmp}/out"),
+        ("a folder, not a spec file", "fix: pass a .toml spec"),
+    ),
     Bad("spec_missing_file", _args("run", "{tmp}/nope.toml", "--out", "{tmp}/out"), ("spec file not found",)),
 ]
 

@@ -42,7 +42,12 @@ _ZSTD_LEVEL: Final[int] = 1
 """Fast zstd: byte-stream-split floats compress about as well as at higher levels."""
 _FLOAT_COLUMNS: Final[tuple[str, ...]] = ("open", "high", "low", "close", "volume")
 
-Adjustment = Literal["split+dividend", "none", "synthetic"]
+Adjustment = Literal["split+dividend", "split", "none", "synthetic"]
+"""How a dataset's prices are adjusted: ``split+dividend`` by the vendor (or Alpaca's ``all``);
+``split``: raw prices checked for splits on import, each found split adjusted (from the file's split
+column or a ``--adjust splits=FILE`` table) and no split-like jump left, dividends not adjusted;
+``none``: imported as given, unchecked (``--adjustment none``: every run warns); ``synthetic``:
+finpod's own market."""
 
 _ARROW_SCHEMA: Final[pa.Schema] = pa.schema(
     [
@@ -67,7 +72,7 @@ class Manifest(BaseModel):
         symbols: the tickers present, sorted.
         first_bar: UTC ISO timestamp of the earliest bar START.
         last_bar: UTC ISO timestamp of the latest bar START.
-        adjustment: ``"split+dividend"``, ``"none"`` or ``"synthetic"``.
+        adjustment: ``"split+dividend"``, ``"split"``, ``"none"`` or ``"synthetic"`` (:data:`Adjustment`).
         calendar: exchange calendar the bars follow (``"XNAS"``).
         rows: number of bars in ``bars.parquet``.
         sha256: hex digest of ``bars.parquet``.

@@ -12,6 +12,7 @@ from finpod.data.importers import import_paths
 from finpod.data.store import read_dataset
 from finpod.data.synth import synth_market
 from finpod.errors import DataError
+from finpod.pipeline.inputs import adjustment_warning
 
 AV_HEADER = "datetime,open,high,low,close,volume\n"
 BARS_ONE_ROW = "timestamp,symbol,open,high,low,close,volume\n2019-02-11T14:30:00+00:00,AAA,1,1,1,1,1\n"
@@ -40,7 +41,8 @@ def test_alphavantage_minute_newest_first_bar_end_to_utc_start(tmp_path: Path) -
     assert bars["close"].tolist() == [10.1, 10.2, 10.25]
     assert manifest.symbols == ("MSFT",)
     assert manifest.frequency == "1min"
-    assert manifest.adjustment == "none"
+    assert manifest.adjustment == "split", "raw prices, checked for splits"
+    assert adjustment_warning(tmp_path / "ds") is None, "a checked import warns of nothing"
     assert manifest.source == "alphavantage"
     assert manifest.repairs["reordered_rows"] == 3
 
@@ -180,7 +182,7 @@ def test_same_bar_in_two_files_is_an_error(tmp_path: Path) -> None:
 def test_mixed_adjustments_are_refused(tmp_path: Path) -> None:
     a = _write(tmp_path / "AAA_daily.csv", AV_HEADER + "2019-02-11,1,1,1,1,1\n")
     b = _write(tmp_path / "DA-BBB-T-2021-04-21.csv", DA_HEADER + "2019-02-11,1,1,1,1,1,1,0,1\n")
-    with pytest.raises(DataError, match=r"mix price adjustments \(none, split\+dividend\)"):
+    with pytest.raises(DataError, match=r"mix price adjustments \(split, split\+dividend\)"):
         import_paths([a, b], tmp_path / "ds")
 
 

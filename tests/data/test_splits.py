@@ -14,6 +14,7 @@ from finpod.data.splits import detect_splits, explain_bar, parse_ratio
 from finpod.data.store import read_dataset
 from finpod.data.synth import synth_market
 from finpod.errors import DataError
+from finpod.pipeline.inputs import RAW_PRICES_WARNING, adjustment_warning
 
 SPLIT_DAY = "2021-02-08"
 """Ex-date of the planted split: the first session at the new price."""
@@ -111,6 +112,7 @@ def test_adjustment_none_imports_raw_prices_and_says_so(
     manifest = import_paths([tmp_path / "bars.parquet"], tmp_path / "ds", raw_prices=True)
     assert manifest.adjustment == "none"
     assert RAW_PRICES_NOTE in manifest.notes
+    assert adjustment_warning(tmp_path / "ds") == RAW_PRICES_WARNING
 
 
 @pytest.mark.parametrize("ratio", [2.0, 1.5, 5.0, 1 / 2, 1 / 20])

@@ -495,6 +495,9 @@ def import_paths(
         notes.append(RAW_PRICES_NOTE)
     else:
         _check_splits(loaded_files, actions, splits_table)
+        for loaded in loaded_files:  # raw prices, now checked for splits and adjusted where found
+            if loaded.adjustment == "none":
+                loaded.adjustment = "split"
     outliers = _check_outliers(loaded_files, on_outlier)
     if outliers:
         raise _all_problems(outliers, len(files))

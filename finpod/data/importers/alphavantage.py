@@ -6,7 +6,8 @@ are refused until ``--timestamps``/``--tz`` say how to read them). Intraday stam
 New York time (09:31..16:00 for 1-minute bars), so a bar starts one period earlier; daily stamps are
 session dates.
 Rows come newest first and are reordered (counted as ``reordered_rows``). Prices are as the vendor
-wrote them (``adjustment="none"``).
+wrote them, then checked for splits (the dataset's adjustment is ``split``, or ``none`` with
+``--adjustment none``).
 """
 
 from __future__ import annotations

@@ -249,13 +249,24 @@ def read_manifest(path: Path) -> Manifest:
             "(an interrupted write?); re-run the import into a fresh folder"
         )
     try:
-        return Manifest.model_validate_json(manifest_path.read_text(encoding="utf-8"))
+        manifest = Manifest.model_validate_json(manifest_path.read_text(encoding="utf-8"))
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top level)"
         raise DataError(
             f"{manifest_path}: malformed manifest at {where}: {first['msg']}; re-create the dataset"
         ) from None
+    if manifest.format_version > MANIFEST_FORMAT_VERSION:
+        raise DataError(
+            f"{manifest_path}: manifest format {manifest.format_version}, newer than this finpod reads "
+            f"(up to {MANIFEST_FORMAT_VERSION}); fix: upgrade finpod, or re-create the dataset with this one"
+        )
+    if manifest.format_version < 1:
+        raise DataError(
+            f"{manifest_path}: malformed manifest at format_version: {manifest.format_version}; "
+            "re-create the dataset"
+        )
+    return manifest
 
 
 def read_dataset(path: Path) -> tuple[pd.DataFrame, Manifest]:

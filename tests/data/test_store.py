@@ -110,6 +110,19 @@ def test_a_file_is_not_a_dataset_folder(tmp_path: Path) -> None:
         read_dataset(tmp_path / "ds" / BARS_FILE)
 
 
+@pytest.mark.parametrize(("version", "message"), [(99, "newer than this finpod reads"), (0, "malformed")])
+def test_a_manifest_format_this_finpod_cannot_read_is_refused(
+    tmp_path: Path, version: int, message: str
+) -> None:
+    _write(_bars(), tmp_path / "ds")
+    path = tmp_path / "ds" / MANIFEST_FILE
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw["format_version"] = version
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    with pytest.raises(DataError, match=message):
+        read_manifest(tmp_path / "ds")
+
+
 def test_folder_without_manifest_is_not_a_dataset(tmp_path: Path) -> None:
     _write(_bars(), tmp_path / "ds")
     (tmp_path / "ds" / MANIFEST_FILE).unlink()

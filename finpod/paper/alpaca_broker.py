@@ -35,6 +35,8 @@ from finpod.paper.broker import (
 from finpod.paper.keys import AlpacaKeys, Redactor
 
 HTTP_UNAUTHORIZED: Final[int] = 401
+HTTP_FORBIDDEN: Final[int] = 403
+HTTP_UNPROCESSABLE: Final[int] = 422
 HTTP_TOO_MANY: Final[int] = 429
 HTTP_SERVER_ERROR: Final[int] = 500
 DEFAULT_RETRY_AFTER_S: Final[float] = 1.0
@@ -45,6 +47,22 @@ _URL_FIX: Final[str] = (
     "fix: check that APCA_API_BASE_URL (if set) is Alpaca's paper trading API root, "
     "https://paper-api.alpaca.markets"
 )
+
+
+SUBMIT: Final[str] = "submit"
+"""How an order's POST names itself in an error line (the hints of :data:`_REFUSED_ORDER_FIX`)."""
+_REFUSED_ORDER_FIX: Final[dict[int, str]] = {
+    HTTP_FORBIDDEN: (
+        "; the account refused this order (buying power, the quantity held, or a pattern-day-trader "
+        "or wash-trade rule); the trader skips it and decides again at the next bar; fix: check the "
+        "paper account's buying power and restrictions on Alpaca's dashboard"
+    ),
+    HTTP_UNPROCESSABLE: (
+        "; Alpaca cannot take this order as sent (e.g. the symbol is not tradable or not fractionable "
+        "now, or the quantity is refused); the trader skips it and decides again at the next bar; "
+        "fix: check the symbol's status on Alpaca"
+    ),
+}
 
 
 def _why_malformed(err: Exception) -> str:
@@ -135,6 +153,8 @@ class AlpacaBroker:
                 "; fix: if this is every call, set APCA_API_BASE_URL to the paper trading API root "
                 "(https://paper-api.alpaca.markets, no /v2) or unset it"
             )
+        if what.startswith(SUBMIT) and status in (HTTP_FORBIDDEN, HTTP_UNPROCESSABLE):
+            line += _REFUSED_ORDER_FIX[status]
         if status == HTTP_TOO_MANY or status >= HTTP_SERVER_ERROR:
             response = err.response
             header = response.headers.get("Retry-After") if response is not None else None
@@ -154,7 +174,7 @@ class AlpacaBroker:
             time_in_force=TimeInForce.DAY,
             client_order_id=intent.client_order_id,
         )
-        order = self._call(f"submit {intent.client_order_id}", self._client.submit_order, request)
+        order = self._call(f"{SUBMIT} {intent.client_order_id}", self._client.submit_order, request)
         return _order(order)
 
     def order_by_client_id(self, client_order_id: str) -> BrokerOrder | None:

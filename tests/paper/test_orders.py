@@ -123,6 +123,7 @@ def test_rejection_is_final_and_redacted(
     assert row is not None
     assert row.status == "rejected"
     assert "insufficient buying power" in (row.message or "")
+    assert "decides again at the next bar; fix: check the paper account's buying power" in (row.message or "")
     text = Path(journal.path).read_bytes().decode("latin-1") + "".join(e.message for e in journal.events())
     assert KEY_ID not in text
     assert SECRET not in text
@@ -137,6 +138,11 @@ def test_untradable_symbol_is_rejected(
     assert broker.asset("AAA").tradable
     assert place_order(broker, journal, _intent("BBB"), policy=POLICY) is None
     assert journal.positions() == {}
+    row = journal.order(_intent("BBB").client_order_id)
+    assert row is not None
+    assert row.status == "rejected"
+    assert "is not tradable" in (row.message or "")
+    assert "decides again at the next bar; fix: check the symbol's status on Alpaca" in (row.message or "")
 
 
 def test_partial_fill_then_cancel(server: FakeTradingServer, broker: AlpacaBroker, journal: Journal) -> None:

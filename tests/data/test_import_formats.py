@@ -237,3 +237,16 @@ def test_parquet_float_tickers_are_refused(tmp_path: Path) -> None:
     frame.to_parquet(tmp_path / "jp.parquet")
     with pytest.raises(DataError, match=r"jp\.parquet: column symbol holds tickers but has dtype float64"):
         import_paths([tmp_path / "jp.parquet"], tmp_path / "ds")
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("x.csv", "timestamp,symbol,open,high,low,close\n2021-02-01T14:30:00Z,AAA,1,1,1,1\n"),
+        ("AAA_daily.csv", "date,open,high,low,close\n2021-02-01,1,1,1,1\n"),
+    ],
+)
+def test_a_bar_table_short_of_its_volume_names_the_column(tmp_path: Path, name: str, text: str) -> None:
+    path = _write(tmp_path / name, text)
+    with pytest.raises(DataError, match=r"no volume column .* fix: add it, or name yours with --column-map"):
+        import_paths([path], tmp_path / "ds")

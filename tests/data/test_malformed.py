@@ -126,7 +126,7 @@ CASES = [
         "missing_column",
         "b.csv",
         "timestamp,symbol,open,high,low,close\n" + f"{T0},AAPL,10,11,9,10\n",
-        ("unknown format", "columns timestamp, symbol, open, high, low, close"),
+        ("no volume column", "columns timestamp, symbol, open, high, low, close", "YOURS=volume"),
     ),
     Case(
         "off_minute_bar",

@@ -159,6 +159,12 @@ def _probe(path: Path, column_map: Mapping[str, str], lenient: bool = False) -> 
     junk = _junk_above_header(path, column_map)
     if junk is not None:
         raise junk
+    missing = sorted(tabular.VENDOR_REQUIRED - set(mapping.values()))
+    if len(missing) == 1:  # a bar table short of one column: name it rather than every format
+        raise DataError(
+            f"{path}: no {missing[0]} column (columns {', '.join(map(str, frame.columns))}); finpod needs "
+            f"each bar's {missing[0]}; fix: add it, or name yours with --column-map YOURS={missing[0]}"
+        )
     raise DataError(
         f"{path}: unknown format (columns {', '.join(map(str, frame.columns))}); "
         f"accepted: {ACCEPTED_FORMATS}; or rename columns with --column-map old=new"

@@ -42,6 +42,24 @@ class Reconciliation:
         return not self.problems
 
 
+RECHECKS: Final[int] = 2
+"""Times reconciliation looks a still-open order's fills and the positions up again when they
+disagree (a fill can land between the two reads)."""
+
+
+def _position_differences(held: dict[str, float], mine: dict[str, float]) -> list[str]:
+    """One line per symbol whose broker quantity differs from the journal's by more than the tolerance."""
+    lines = []
+    for symbol in sorted(set(held) | set(mine)):
+        broker_qty, journal_qty = held.get(symbol, 0.0), mine.get(symbol, 0.0)
+        if abs(broker_qty - journal_qty) > POSITION_TOLERANCE_SHARES:
+            lines.append(
+                f"{symbol}: the broker holds {broker_qty:g} shares, the journal expects {journal_qty:g} "
+                "(a trade outside this trader?)"
+            )
+    return lines
+
+
 def reconcile(broker: Broker, journal: Journal) -> Reconciliation:
     """Bring ``journal`` up to date with ``broker`` and list what does not agree.
 
@@ -86,14 +104,19 @@ def reconcile(broker: Broker, journal: Journal) -> Reconciliation:
         journal.event(
             "reconcile", "first start: the account's positions are adopted as the baseline", positions=held
         )
-    mine = journal.positions()
-    for symbol in sorted(set(held) | set(mine)):
-        broker_qty, journal_qty = held.get(symbol, 0.0), mine.get(symbol, 0.0)
-        if abs(broker_qty - journal_qty) > POSITION_TOLERANCE_SHARES:
-            problems.append(
-                f"{symbol}: the broker holds {broker_qty:g} shares, the journal expects {journal_qty:g} "
-                "(a trade outside this trader?)"
-            )
+    differences = _position_differences(held, journal.positions())
+    for _ in range(RECHECKS):
+        if not differences or not journal.pending_orders():
+            break
+        # an order still open may have filled after its look-up above and before the positions
+        # were read: look its fills up again, and the positions after them
+        for row in journal.pending_orders():
+            found = broker.order_by_client_id(row.client_order_id)
+            if found is not None:
+                journal.acknowledge(found)
+        held = broker.positions()
+        differences = _position_differences(held, journal.positions())
+    problems.extend(differences)
     result = Reconciliation(problems, resolved, not_sent, adopted)
     if result.ok:
         journal.event("reconcile", f"ok: {resolved} order(s) updated, {not_sent} never sent", positions=held)

@@ -264,3 +264,34 @@ def test_a_garbled_reply_is_one_line_naming_the_fix(
     assert order is not None
     assert server.client_order_ids() == [_intent().client_order_id]
     assert journal.positions() == broker.positions() == {"AAA": 10.0}
+
+
+def test_a_fill_between_the_look_up_and_the_positions_read_reconciles(
+    server: FakeTradingServer, broker: AlpacaBroker, journal: Journal
+) -> None:
+    assert reconcile(broker, journal).baseline_adopted  # the first start, before any order
+    server.fill_mode = "partial"
+    order = place_order(broker, journal, _intent(), policy=POLICY)
+    assert order is not None
+    assert journal.positions() == {"AAA": 5.0}
+
+    class FillsWhileReading:
+        """The broker, where the open order fills just before the first positions read answers."""
+
+        def __init__(self) -> None:
+            self.reads = 0
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(broker, name)
+
+        def positions(self) -> dict[str, float]:
+            self.reads += 1
+            if self.reads == 1:
+                server.fill_open(1.0)
+            return broker.positions()
+
+    racing = FillsWhileReading()
+    result = reconcile(racing, journal)  # type: ignore[arg-type]
+    assert result.ok, result.problems
+    assert racing.reads == 2, "the fill that landed between the reads was looked up again"
+    assert journal.positions() == {"AAA": 10.0} == broker.positions()

@@ -100,23 +100,55 @@ EventCallback = Callable[[TournamentEvent], None]
 
 
 class EventLog:
-    """``events.jsonl`` opened for appending; a line a kill cut short is ended first."""
+    """``events.jsonl`` opened for appending; a line a kill cut short is ended first.
+
+    Attributes:
+        size: the file's length in bytes, every event written so far included (where the log of a
+            state saved now ends: :func:`truncate_events` cuts the events of work a resume redoes).
+    """
 
     def __init__(self, run_dir: Path) -> None:
         """Open (or create) the run directory's event log."""
         path = run_dir / EVENTS_NAME
         self._handle: TextIO = path.open("a", encoding="utf-8")
+        self.size = path.stat().st_size
         if _ends_mid_line(path):
-            self._handle.write("\n")
+            self._append("\n")
 
     def write(self, event: TournamentEvent) -> None:
         """Append one event as a JSON line and flush it."""
-        self._handle.write(json.dumps(dataclasses.asdict(event), sort_keys=True) + "\n")
+        self._append(json.dumps(dataclasses.asdict(event), sort_keys=True) + "\n")
+
+    def _append(self, text: str) -> None:
+        self._handle.write(text)
         self._handle.flush()
+        self.size += len(text.encode("utf-8"))
 
     def close(self) -> None:
         """Close the file."""
         self._handle.close()
+
+
+def events_size(run_dir: Path) -> int:
+    """The length in bytes of a run directory's ``events.jsonl`` (0 when it has none)."""
+    try:
+        return (run_dir / EVENTS_NAME).stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def truncate_events(run_dir: Path, size: int) -> None:
+    """Cut ``events.jsonl`` back to its first ``size`` bytes, where the log of the run's saved state
+    ends: the events after it are of work a resume redoes (a round judged, or a pod started, after
+    the last ``state.json`` a kill left), so the log holds each of them once. A shorter log (its tail
+    lost with the OS's buffers) is left as it is."""
+    path = run_dir / EVENTS_NAME
+    if events_size(run_dir) <= size:
+        return
+    with path.open("r+b") as handle:
+        handle.truncate(size)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def _ends_mid_line(path: Path) -> bool:

@@ -249,6 +249,8 @@ class Tournament:
                 best_score=self._best(),
                 budget_spent=run.finished,
             )
+            ledger.save()  # the state names the log with that event: a resume keeps it
+            run.flush_writes()
         except BaseException:
             with contextlib.suppress(Exception):  # the first error is the one to report
                 self.close()

@@ -21,7 +21,7 @@ import numpy as np
 from podracer.archive import TrajectoryArchive
 from podracer.config import TournamentConfig
 from podracer.errors import SnapshotError, TournamentError
-from podracer.events import EventCallback, EventLog, TournamentEvent
+from podracer.events import EventCallback, EventLog, TournamentEvent, events_size, truncate_events
 from podracer.leaderboard import INDEX_NAME, Leaderboard, encode_agent_state
 from podracer.pod import config_to_record
 from podracer.runfiles import (
@@ -129,7 +129,9 @@ class RunDirectory:
     @classmethod
     def open(cls, path: Path, config: TournamentConfig, base_agent_config: Any) -> RunDirectory:
         """Reopen the run in ``path``: lock, check it was started with these settings, read its state,
-        and delete files a kill left behind (snapshots neither the leaderboard nor the state names).
+        and delete what a kill left behind: snapshots neither the leaderboard nor the state names, and
+        the events logged after the state was saved (the resumed run redoes their work and logs it
+        again, so each judged round is logged once: the DSR counts them as trials).
 
         Raises:
             SnapshotError: a run file is missing, corrupt or foreign.
@@ -154,6 +156,8 @@ class RunDirectory:
                     f"({stored_base.get('fields') if isinstance(stored_base, dict) else stored_base!r}); "
                     "resume with that one, or start a new run"
                 )
+            if state.progress.events_bytes is not None:
+                truncate_events(path, state.progress.events_bytes)
             directory = cls(
                 path, config, lock, Leaderboard.open(path / LEADERBOARD_DIR), state, resuming=True
             )
@@ -211,6 +215,7 @@ class RunDirectory:
         time up to now), the finished flag, the generator's state, and ``pool``, the records of the
         pods to restart on resume. Its content is taken now."""
         self.progress.seconds = self.budget.elapsed()
+        self.progress.events_bytes = self._events.size if self._events is not None else events_size(self.path)
         record = state_record(RunState(self.progress, self.finished, self.rng.bit_generator.state, pool))
         self._writer.submit(atomic_write_json, self.path / STATE_NAME, record, None)
 

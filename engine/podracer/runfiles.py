@@ -14,7 +14,8 @@ Layout (all writes atomic; see :mod:`podracer.snapshot`):
   ``state.json`` stops naming them).
 * ``leaderboard/``: the :class:`~podracer.leaderboard.Leaderboard`.
 * ``archive/``: the :class:`~podracer.archive.TrajectoryArchive`, when ``archive_size`` > 0.
-* ``events.jsonl``: one JSON event per line (a log; a kill may cut its last line).
+* ``events.jsonl``: one JSON event per line (a log; a kill may cut its last line). ``state.json``
+  holds its length when it was saved; a resume cuts the events after it (their work is redone).
 """
 
 from __future__ import annotations
@@ -120,6 +121,8 @@ class Progress:
     consecutive_crashes: int = 0
     next_pod_id: int = 0
     last_round_env_steps: int = 0
+    events_bytes: int | None = 0
+    """Length of ``events.jsonl`` when the state was saved (``None``: a state saved before it was kept)."""
     history: list[HistoryRecord] = field(default_factory=list)
     _history_records: list[dict[str, Any]] = field(
         default_factory=list, init=False, repr=False, compare=False
@@ -194,6 +197,7 @@ def state_record(state: RunState) -> dict[str, Any]:
         "consecutive_crashes": progress.consecutive_crashes,
         "next_pod_id": progress.next_pod_id,
         "last_round_env_steps": progress.last_round_env_steps,
+        "events_bytes": progress.events_bytes,
         "rng": copy.deepcopy(dict(state.rng)),
         "pool": list(state.pool),
         "history": progress.history_records(),
@@ -217,6 +221,7 @@ def read_state(run_dir: Path) -> RunState:
             consecutive_crashes=int(record["consecutive_crashes"]),
             next_pod_id=int(record["next_pod_id"]),
             last_round_env_steps=int(record["last_round_env_steps"]),
+            events_bytes=None if record.get("events_bytes") is None else int(record["events_bytes"]),
             history=[
                 HistoryRecord(r["elapsed_s"], r["env_steps"], r["best_score"], tuple(r["scores"]))
                 for r in record["history"]

@@ -112,3 +112,5 @@ def test_sigkill_at_random_moments_never_loses_or_corrupts_the_leaderboard(tmp_p
         if e["kind"] == "pod_started" and e["data"]["origin"] != "snapshot"
     ]
     assert len(new_pods) == len(set(new_pods)), "a pod id was handed to two agents across the kills"
+    logged_rounds = sum(1 for e in read_events(run_dir) if e["kind"] == "round_finished")
+    assert logged_rounds == result.rounds, "a round redone after a kill was logged twice (DSR trials)"

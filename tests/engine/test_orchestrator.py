@@ -452,3 +452,66 @@ def test_a_judged_round_encodes_its_state_once_for_every_store(
     assert shared, "no round both archived and on the leaderboard: the test proves nothing"
     for entry in shared:
         assert digest(entry.snapshot) == kept[(entry.pod_id, entry.policy_version)]
+
+
+def test_a_resumed_run_logs_each_judged_round_once(tmp_path: Path) -> None:
+    """A run stopped after a round's event but before its ``state.json`` redoes that round on resume:
+    the log must then hold it once (the DSR counts ``round_finished`` events as trials)."""
+    config = tournament_config(pool_size=1, budget_env_steps=8 * ROUND_ENV_STEPS)
+    straight = new_tournament(tmp_path / "straight", config).run()
+    straight_scores = [
+        e["data"]["score"] for e in read_events(tmp_path / "straight") if e["kind"] == "round_finished"
+    ]
+
+    def interrupt(event: TournamentEvent) -> None:
+        if event.kind == "round_finished" and event.env_steps >= 3 * ROUND_ENV_STEPS:
+            raise KeyboardInterrupt  # its state.json is not written yet: the round is redone
+
+    run_dir = tmp_path / "interrupted"
+    with pytest.raises(KeyboardInterrupt):
+        new_tournament(run_dir, config).run(on_event=interrupt)
+    assert json.loads((run_dir / "state.json").read_text())["rounds"] == 2
+    with resume_tournament(run_dir) as resumed:
+        result = resumed.run()
+    events = read_events(run_dir)
+    scores = [e["data"]["score"] for e in events if e["kind"] == "round_finished"]
+    assert len(scores) == result.rounds == straight.rounds
+    assert scores[:2] == straight_scores[:2]  # the rounds state.json counted stay in the log, once
+    assert [e["kind"] for e in events].count("tournament_finished") == 1
+    assert resume_tournament(run_dir).run().rounds == result.rounds  # a finished run's log stays whole
+    assert read_events(run_dir)[: len(events)] == events
+
+
+def test_a_full_disk_stops_the_run_and_the_folder_resumes_with_each_round_logged_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``state.json``'s write fails (ENOSPC) after writes it follows went through (the round's
+    snapshots, the leaderboard's index): the run stops with that error, and the folder resumes."""
+    import errno
+
+    import podracer.rundir
+
+    real_write = podracer.rundir.atomic_write_json
+    writes = 0
+
+    def write(path: Path, record: Any, indent: int | None = 2) -> None:
+        nonlocal writes
+        writes += 1
+        if writes == 8:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real_write(path, record, indent)
+
+    monkeypatch.setattr(podracer.rundir, "atomic_write_json", write)
+    config = tournament_config(pool_size=2, budget_env_steps=10 * ROUND_ENV_STEPS)
+    with pytest.raises(OSError, match="No space left"):
+        new_tournament(tmp_path, config).run()
+    monkeypatch.setattr(podracer.rundir, "atomic_write_json", real_write)
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert not state["finished"]
+    Leaderboard.open(tmp_path / "leaderboard").verify()
+    result = resume_tournament(tmp_path).run()
+    events = read_events(tmp_path)
+    assert sum(1 for e in events if e["kind"] == "round_finished") == result.rounds
+    started = {e["pod_id"] for e in events if e["kind"] == "pod_started"}
+    assert {entry.pod_id for entry in result.leaderboard.entries} <= started
+    result.leaderboard.verify()

@@ -129,7 +129,8 @@ class RunDirectory:
     @classmethod
     def open(cls, path: Path, config: TournamentConfig, base_agent_config: Any) -> RunDirectory:
         """Reopen the run in ``path``: lock, check it was started with these settings, read its state,
-        and delete what a kill left behind: snapshots neither the leaderboard nor the state names, and
+        and delete what a kill left behind: snapshots neither the leaderboard nor the state names, temp
+        files of interrupted writes (``state.json``'s and ``config.json``'s among them), and
         the events logged after the state was saved (the resumed run redoes their work and logs it
         again, so each judged round is logged once: the DSR counts them as trials).
 
@@ -165,6 +166,7 @@ class RunDirectory:
             if directory.archive is not None:
                 directory.archive.remove_unreferenced()
             directory.remove_stale_pod_files({record["snapshot_name"] for record in state.pool})
+            directory._writer.submit(_remove_run_file_temps, path)
             directory.flush_writes()
         except BaseException:
             if directory is not None:
@@ -312,6 +314,16 @@ class BudgetClock:
 def _remove_stale_pod_files(folder: Path, used: frozenset[str]) -> None:
     stale = [p for p in folder.glob(f"*{SNAPSHOT_SUFFIX}") if p.name not in used]
     stale += list(folder.glob(f".*{TEMP_SUFFIX}"))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    if stale:
+        fsync_directory(folder)
+
+
+def _remove_run_file_temps(folder: Path) -> None:
+    """Delete the temp files of interrupted writes of ``state.json`` and ``config.json`` (a kill
+    between a temp file's creation and its rename leaves one, and ``state.json`` is written every round)."""
+    stale = [p for name in (STATE_NAME, CONFIG_NAME) for p in folder.glob(f".{name}.*{TEMP_SUFFIX}")]
     for path in stale:
         path.unlink(missing_ok=True)
     if stale:

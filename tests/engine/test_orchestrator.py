@@ -515,3 +515,14 @@ def test_a_full_disk_stops_the_run_and_the_folder_resumes_with_each_round_logged
     started = {e["pod_id"] for e in events if e["kind"] == "pod_started"}
     assert {entry.pod_id for entry in result.leaderboard.entries} <= started
     result.leaderboard.verify()
+
+
+def test_a_resume_deletes_the_temp_files_of_interrupted_state_writes(tmp_path: Path) -> None:
+    new_tournament(tmp_path, tournament_config(budget_env_steps=2 * ROUND_ENV_STEPS)).run()
+    left = [tmp_path / ".state.json.k1ll3d.tmp", tmp_path / ".config.json.0bb2x.tmp"]
+    for path in left:
+        path.write_text('{"format": "podracer.tournament-st')  # a write a kill cut short
+    (tmp_path / "notes.tmp").write_text("the user's")
+    resume_tournament(tmp_path).close()
+    assert not any(path.exists() for path in left)
+    assert (tmp_path / "notes.tmp").read_text() == "the user's"

@@ -50,6 +50,9 @@ PART_PATTERNS = (
 the tournament's event log (the verdict's trial count), the spec every rerun reads, and the feature
 statistics a paper trader or replay reuses."""
 
+DATASET_HASH_KEY = "dataset_sha256"
+"""``run.json`` key: the sha256 of the bars the run trained on (its dataset manifest's ``sha256``)."""
+
 RunStatus = Literal["training", "backtesting", "done"]
 
 
@@ -182,6 +185,34 @@ class RunDir:
                     f"{self.root / name}: not the file run {run_id} wrote (its sha256 differs: "
                     f"truncated, edited or copied from another run); {fix}"
                 )
+
+    def check_dataset(self, dataset: Path, what: str) -> None:
+        """Refuse to go on with ``dataset`` when its bars are not the ones the run started on.
+
+        A dataset folder can be written again (a new fetch, an import with other adjustments, the
+        same path): resuming a run on it would train its pods on two markets, and a rerun would
+        not reproduce its figures. A run folder made before the hash was recorded passes.
+
+        Args:
+            dataset: the dataset folder ``run.json`` names.
+            what: what was asked (``"resume"``, ``"rerun"``), for the message.
+
+        Raises:
+            SpecError: the dataset's bars changed since the run started.
+            DataError: the dataset folder or its manifest is missing or unreadable.
+        """
+        from finpod.data.store import read_manifest  # pandas and pyarrow: not for every command's start
+
+        recorded = self.read_info().get(DATASET_HASH_KEY)
+        if recorded is None:
+            return
+        current = read_manifest(dataset).sha256
+        if current != recorded:
+            raise SpecError(
+                f"{dataset}: its bars changed since run {self.run_id} started (sha256 {current[:12]}, "
+                f"the run trained on {recorded[:12]}), so it cannot {what} on them; fix: restore the "
+                "dataset the run trained on, or start a new run on this one"
+            )
 
     def _digests(self) -> dict[str, str]:
         parts = sorted(

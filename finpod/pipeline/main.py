@@ -37,6 +37,7 @@ from finpod.consoles import text_console
 from finpod.cpu_kernels import machine_record
 from finpod.data.calendar import align_workers
 from finpod.data.panel import Panel
+from finpod.data.store import read_manifest
 from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.linear_baseline import linear_baseline
@@ -66,7 +67,7 @@ from finpod.pipeline.training import (
 )
 from finpod.report import metrics_table, write_report
 from finpod.report.verdict import PickVerdict, pick_verdict
-from finpod.rundir import RunDir, create_run_dir, find_resumable, reports_root
+from finpod.rundir import DATASET_HASH_KEY, RunDir, create_run_dir, find_resumable, reports_root
 from finpod.spec import Spec
 from finpod.version import __version__
 from podracer.api import (
@@ -175,6 +176,8 @@ def run(
         if resumed
         else dataset_for(spec, data_root or default_data_root())
     )
+    if resumed is not None:
+        resumed.check_dataset(dataset, "resume")  # its pods must go on learning from the same bars
     bars = load_bars(dataset)
     symbols = universe_symbols(spec, bars)
     late = late_symbols(spec, bars)
@@ -368,6 +371,7 @@ def _run_info(spec: Spec, dataset: Path, device: torch.device) -> dict[str, Any]
     return {
         "spec_name": spec.name,
         "dataset": str(dataset),
+        DATASET_HASH_KEY: read_manifest(dataset).sha256,  # a resume or rerun on other bars is refused
         "device": str(device),
         "backend": backend,
         "finpod_version": __version__,

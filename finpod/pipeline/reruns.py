@@ -36,8 +36,8 @@ def rerun_segment(run_dir: Path, segment: str) -> BacktestResult:
 
     Raises:
         SpecError: not a run folder, its tournament left no leaderboard, (``backtest``) it is
-            still training, or a part it recorded (leaderboard index, returns, ...) is not the one
-            it wrote.
+            still training, a part it recorded (leaderboard index, returns, ...) is not the one
+            it wrote, or its dataset's bars changed since it started.
     """
     run = RunDir(Path(run_dir).expanduser().resolve())
     info = run.read_info()
@@ -54,6 +54,7 @@ def rerun_segment(run_dir: Path, segment: str) -> BacktestResult:
             f"`finpod run {run.spec_toml} --resume`"
         )
     device = torch.device(spec.resolve_device())
+    run.check_dataset(Path(info["dataset"]), "rerun")  # other bars would not reproduce its figures
     bars = load_bars(Path(info["dataset"]))
     symbols = universe_symbols(spec, bars)
     build = selection_panel if segment == "validation" else backtest_panel

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,14 @@ import torch
 from rich.console import Console
 from tiny import tiny_bars, tiny_spec, write_tiny_dataset
 
+from finpod.data.store import read_manifest
 from finpod.errors import SpecError
 from finpod.pipeline import main as pipeline
 from finpod.pipeline.progress import TrainingMonitor
+from finpod.pipeline.reruns import rerun_segment
 from finpod.pipeline.trader_inputs import TRADER_INPUTS_FILE
+from finpod.rundir import DATASET_HASH_KEY
+from finpod.spec import Spec
 from podracer import TournamentEvent
 from podracer.orchestrator import read_events
 
@@ -96,3 +101,51 @@ def test_resume_refuses_a_run_trained_on_other_features(
         pipeline.run(spec, out=out, resume=True, console=Console(quiet=True))
     assert saved.read_bytes() == before  # refused before anything was written
     assert json.loads((run_dir / "run.json").read_text())["status"] == "training"
+
+
+def _killed_run(spec: Spec, out: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run ``spec`` until its first judged round, as if the process died there; the run folder."""
+    original = TrainingMonitor.__call__
+
+    def dying(self: TrainingMonitor, event: TournamentEvent) -> None:
+        original(self, event)
+        if event.kind == "round_finished":
+            raise Killed
+
+    monkeypatch.setattr(TrainingMonitor, "__call__", dying)
+    with pytest.raises(Killed):
+        pipeline.run(spec, out=out, console=Console(quiet=True))
+    monkeypatch.setattr(TrainingMonitor, "__call__", original)
+    (run_dir,) = out.iterdir()
+    return run_dir
+
+
+def test_resume_refuses_a_dataset_written_again_with_other_bars(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_report: list[dict[str, Any]]
+) -> None:
+    """The run's dataset folder written again (a new fetch or import at the same path): its pods
+    would go on learning on another market, and a rerun would not reproduce the run's figures."""
+    dataset = write_tiny_dataset(tmp_path / "data", tiny_bars(seed=7))
+    spec = tiny_spec(dataset, budget_env_steps=BUDGET_ENV_STEPS)
+    out = tmp_path / "reports"
+    run_dir = _killed_run(spec, out, monkeypatch)
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info[DATASET_HASH_KEY] == read_manifest(dataset).sha256
+    before = {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()}
+
+    shutil.rmtree(dataset)
+    write_tiny_dataset(dataset, tiny_bars(seed=8))
+    refused = r"bars changed since run .* cannot resume .*fix: restore the dataset"
+    with pytest.raises(SpecError, match=refused):
+        pipeline.run(spec, out=out, resume=True, console=Console(quiet=True))
+    assert {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()} == before
+
+    shutil.rmtree(dataset)
+    write_tiny_dataset(dataset, tiny_bars(seed=7))  # the bars it trained on: it resumes and finishes
+    result = pipeline.run(spec, out=out, resume=True, console=Console(quiet=True))
+    assert result.run_dir == run_dir
+
+    shutil.rmtree(dataset)
+    write_tiny_dataset(dataset, tiny_bars(seed=8))
+    with pytest.raises(SpecError, match=r"bars changed since run .* cannot rerun"):
+        rerun_segment(run_dir, "validation")

@@ -193,6 +193,8 @@ def run(
         run_dir = create_run_dir(spec, root, _run_info(spec, dataset, device))
         console.print(f"run [bold]{run_dir.run_id}[/] on {device}")
     with run_dir.lock():  # one process per run folder: a second --resume is refused
+        if resumed is not None:
+            record_resume(run_dir, _run_info(spec, dataset, device))
         warning = adjustment_warning(dataset)
         if warning:
             console.print(warning, markup=False, soft_wrap=True)
@@ -339,6 +341,36 @@ def leaderboard_records(leaderboard: Leaderboard) -> list[dict[str, Any]]:
         record = entry.to_record()
         records.append({"rank": rank, **record})
     return records
+
+
+PROCESS_KEYS = (
+    "device",
+    "backend",
+    "torch_threads",
+    "torch_threads_per_pod",
+    "cuda_matmul_precision",
+    "machine",
+    "alignment_threads",
+    "finpod_version",
+    "torch_version",
+    "python_version",
+)
+"""``run.json`` keys that describe the process working on the run (where and how it trains)."""
+EARLIER_PROCESSES_KEY = "earlier_processes"
+"""``run.json`` key: the :data:`PROCESS_KEYS` of the processes a resumed run ran in before this one."""
+
+
+def record_resume(run_dir: RunDir, fresh: dict[str, Any]) -> None:
+    """Record in ``run.json`` that this process resumes the run: its own :data:`PROCESS_KEYS`
+    (backend, torch threads, machine, ...; a resume may run on another backend or machine) replace
+    the earlier process's, which move to ``earlier_processes`` with the time it started."""
+    info = run_dir.read_info()
+    earlier = {key: info[key] for key in PROCESS_KEYS if key in info}
+    earlier["started_at"] = info.get("resumed_at", info.get("started_at"))
+    info.setdefault(EARLIER_PROCESSES_KEY, []).append(earlier)
+    info.update({key: fresh[key] for key in PROCESS_KEYS})
+    info["resumed_at"] = fresh["started_at"]
+    run_dir.write_info(info)
 
 
 def record_backtest_threads(run_dir: RunDir, *results: BacktestResult) -> None:

@@ -149,3 +149,31 @@ def test_resume_refuses_a_dataset_written_again_with_other_bars(
     write_tiny_dataset(dataset, tiny_bars(seed=8))
     with pytest.raises(SpecError, match=r"bars changed since run .* cannot rerun"):
         rerun_segment(run_dir, "validation")
+
+
+def test_a_resume_on_another_backend_records_its_own_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_report: list[dict[str, Any]]
+) -> None:
+    """The backend is not part of the spec hash (a run started on one resumes on another):
+    ``run.json`` then says what the resumed process trained with, and what the earlier one did."""
+    dataset = write_tiny_dataset(tmp_path / "data", tiny_bars(seed=7))
+    spec = tiny_spec(dataset, budget_env_steps=BUDGET_ENV_STEPS)
+    out = tmp_path / "reports"
+    run_dir = _killed_run(spec.with_(tournament={"backend": "local"}), out, monkeypatch)
+    first = json.loads((run_dir / "run.json").read_text())
+    assert first["backend"] == "local"
+
+    resumed = spec.with_(tournament={"backend": "processes", "torch_threads_per_pod": 1})
+    assert resumed.spec_hash() == spec.spec_hash()
+    pipeline.run(resumed, out=out, resume=True, console=Console(quiet=True))
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "done"
+    assert info["backend"] == "processes"
+    assert info["torch_threads"]["training"] == 1
+    assert "backtest_steps" in info["torch_threads"]
+    assert info["started_at"] == first["started_at"]
+    assert "resumed_at" in info
+    (earlier,) = info["earlier_processes"]
+    assert earlier["backend"] == "local"
+    assert earlier["torch_threads"] == first["torch_threads"]
+    assert earlier["started_at"] == first["started_at"]

@@ -278,10 +278,20 @@ def find_resumable(spec: Spec, root: Path) -> RunDir:
     """
     pattern = f"*-{spec.name}-{spec.spec_hash()}*"
     candidates = sorted(root.glob(pattern), reverse=True) if root.is_dir() else []
+    finished: RunDir | None = None
     for folder in candidates:
         run = RunDir(folder)
-        if run.run_file.is_file() and run.read_info().get("status") != "done":
+        if not run.run_file.is_file():
+            continue
+        if run.read_info().get("status") != "done":
             return run
+        finished = finished or run
+    if finished is not None:
+        raise SpecError(
+            f"no unfinished run of spec {spec.name!r} (hash {spec.spec_hash()}) under {root}: its run "
+            f"{finished.run_id} has finished, there is nothing to resume; fix: drop --resume to train a "
+            f"new run, or rerun its figures with `finpod backtest {finished.root}`"
+        )
     raise SpecError(
         f"no unfinished run of spec {spec.name!r} (hash {spec.spec_hash()}) under {root}; "
         "fix: drop --resume to start a new run (a changed spec starts a new run)"

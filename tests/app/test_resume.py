@@ -67,8 +67,12 @@ def test_resume_finishes_an_interrupted_run(
     state = json.loads((run_dir / "tournament" / "state.json").read_text())
     assert state["finished"] is True
 
-    with pytest.raises(SpecError, match="no unfinished run"):
+    finished_run = rf"no unfinished run .*: its run {run_dir.name} has finished, .*fix: drop --resume"
+    with pytest.raises(SpecError, match=finished_run):
         pipeline.run(spec, out=out, resume=True, console=Console(quiet=True))
+    other = spec.with_(seed=4)
+    with pytest.raises(SpecError, match=r"no unfinished run of spec 'tiny' \(hash \w+\) under .*; fix: drop"):
+        pipeline.run(other, out=out, resume=True, console=Console(quiet=True))
 
 
 def test_resume_refuses_a_run_trained_on_other_features(

@@ -30,7 +30,7 @@ from finpod.linear_baseline import saved_baseline
 from finpod.pipeline.trader_inputs import trader_inputs
 from finpod.rundir import RunDir
 from finpod.spec import Spec
-from finpod.trader import load_policy
+from finpod.trader import load_policy, trader_device
 from podracer.api import archive_of, leaderboard_of
 
 WARMUP_CALENDAR_DAYS = 120
@@ -66,10 +66,12 @@ def backtest_run(
         ``market``, ``cash``.
 
     Raises:
-        SpecError: the run is still training, a bad cost key or value, or bad dates.
+        SpecError: the run is still training, a bad cost key or value, bad dates, or a device
+            torch does not have.
         DataError: the dataset lacks the run's symbols, has another frequency, or no bar before
             ``start`` to warm the features up on.
     """
+    chosen = None if device is None else trader_device(device)
     folder = RunDir(Path(getattr(run, "run_dir", run)).expanduser().resolve())
     info = folder.read_info()
     if info.get("status") == "training":
@@ -80,7 +82,7 @@ def backtest_run(
     folder.verify_integrity()
     spec = folder.load_spec()
     spec = _with_costs(spec, costs or {})
-    where = torch.device(device or spec.resolve_device())
+    where = chosen or torch.device(spec.resolve_device())
     symbols, stats = trader_inputs(folder, spec)
     source = Path(dataset).expanduser().resolve() if dataset is not None else Path(info["dataset"])
     bars, manifest = read_dataset(source)

@@ -123,6 +123,25 @@ class _Exportable(nn.Module):
         return self._act(obs)
 
 
+def trader_device(device: str) -> torch.device:
+    """``device`` (``"cpu"``, ``"cuda"`` or ``"cuda:<index>"``) as a torch device a trader can run on.
+
+    Raises:
+        SpecError: not a device name, or a CUDA device torch does not see.
+    """
+    try:
+        where = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise SpecError(f"device {device!r}: unknown; fix: use 'cpu' or 'cuda'") from None
+    if where.type not in ("cpu", "cuda"):
+        raise SpecError(f"device {device!r}: finpod runs on 'cpu' or 'cuda'; fix: use one of them")
+    if where.type == "cuda" and (
+        not torch.cuda.is_available() or (where.index or 0) >= torch.cuda.device_count()
+    ):
+        raise SpecError(f"device {device!r}: torch sees no such GPU; fix: use 'cpu'")
+    return where
+
+
 def load_policy(
     run_dir: str | Path,
     which: TraderName = "best",
@@ -147,14 +166,15 @@ def load_policy(
         device: where the trader runs (``"cpu"`` or ``"cuda"``).
 
     Raises:
-        SpecError: no leaderboard in the folder, an unknown name, or a rank that does not exist.
+        SpecError: no leaderboard in the folder, an unknown name, a rank that does not exist, or a
+            device torch does not have.
     """
+    where = trader_device(device)
     tournament = RunDir(Path(run_dir).expanduser().resolve()).tournament
     if not has_leaderboard(tournament):
         raise SpecError(f"{run_dir}: no leaderboard; fix: pass a run folder whose tournament has scored pods")
     board = leaderboard_of(tournament)
     size = len(board.entries)
-    where = torch.device(device)
     if which == "best":
         ranks, name = [0], "best"
     elif which == "ensemble":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -10,6 +11,7 @@ import pytest
 from tiny import SYMBOLS, expected_traders, tiny_bars, tiny_spec, write_tiny_dataset
 
 import finpod
+from finpod.trader import load_policy
 
 
 def test_api_run_metrics_returns_and_reload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -83,3 +85,14 @@ def test_the_public_names_and_a_plain_backtest_package() -> None:
     assert finpod.backtest_run is replay.backtest_run
     assert type(finpod.backtest) is types.ModuleType  # a package, not also a function
     assert not callable(finpod.backtest)
+
+
+@pytest.mark.parametrize("device", ["tpu", "mps", "cuda:99", "cpu:x"])
+def test_a_device_torch_cannot_run_a_trader_on_is_one_line(tmp_path: Path, device: str) -> None:
+    """``backtest_run(..., device=)`` and ``policy(device=)``: a name torch does not know, a kind
+    finpod does not run on, or a GPU that is not there is a :class:`SpecError` with the fix, given
+    before any file is read."""
+    with pytest.raises(finpod.SpecError, match=rf"device '{re.escape(device)}': .*; fix: use"):
+        finpod.backtest_run(tmp_path, device=device)
+    with pytest.raises(finpod.SpecError, match=rf"device '{re.escape(device)}': .*; fix: use"):
+        load_policy(tmp_path, "best", ensemble_k=2, action_mode="weights", device=device)

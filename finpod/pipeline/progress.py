@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
+from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -17,7 +19,6 @@ from rich.progress import (
     TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 from rich.table import Column
 from torch.utils.tensorboard import SummaryWriter
@@ -41,6 +42,9 @@ POD_METRICS = (
     "learning_rate",
 )
 """PPO diagnostics logged per pod (``pod_<id>/<name>``), when the agent reports them."""
+ETA_WINDOW_S = 30.0
+"""Tournament seconds of recent events the ETA's rate of env steps is measured over."""
+UNKNOWN_ETA = "-:--:--"
 
 
 class TrainingMonitor:
@@ -48,8 +52,9 @@ class TrainingMonitor:
 
     The line shows the env-step budget spent (bar, percent, steps), pods started, the leaderboard's
     validation scores (best first), the tournament's env steps per second (all pods, learning and
-    validation included), the wall-time budget spent, elapsed time and the ETA (from the recent
-    rate of env steps). Every field has a fixed width.
+    validation included), the wall-time budget spent, elapsed time and the ETA: the env steps left
+    at the recent rate (the last :data:`ETA_WINDOW_S` seconds of tournament time), or the wall
+    time left when the wall budget runs out first. Every field has a fixed width.
 
     TensorBoard (x axis: tournament env steps): ``tournament/best_validation_score``,
     ``tournament/env_steps_per_s``, ``tournament/leaderboard_entries``,
@@ -92,12 +97,16 @@ class TrainingMonitor:
             TextColumn("elapsed"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
-            TimeRemainingColumn(),
+            TextColumn("{task.fields[eta]}", table_column=Column(no_wrap=True)),
             console=console,
             transient=False,
         )
-        self._task: TaskID = self._progress.add_task("train", total=budget_env_steps, stats="starting")
+        self._task: TaskID = self._progress.add_task(
+            "train", total=budget_env_steps, stats="starting", eta=UNKNOWN_ETA
+        )
+        self._budget_env_steps = budget_env_steps
         self._budget_seconds = budget_seconds
+        self._recent: deque[tuple[float, int]] = deque()
         self._scores = leaderboard_scores
         self._pods = 0
         self._steps_per_s = 0.0
@@ -143,7 +152,27 @@ class TrainingMonitor:
         stats = f"pods {self._pods:>3} | val Sharpe {board:<17} | {self._steps_per_s:>9,.0f} steps/s"
         if self._budget_seconds is not None:
             stats += f" | {event.elapsed_s:,.0f}/{self._budget_seconds:,.0f} s"
-        self._progress.update(self._task, completed=step, stats=stats)
+        eta = self._eta(event.elapsed_s, step, finished=event.kind == "tournament_finished")
+        self._progress.update(self._task, completed=step, stats=stats, eta=eta)
+
+    def _eta(self, elapsed_s: float, step: int, *, finished: bool) -> str:
+        """``H:MM:SS`` until a budget runs out: the env steps left at the rate of the last
+        :data:`ETA_WINDOW_S` seconds, capped by the wall time left; :data:`UNKNOWN_ETA` before a rate."""
+        self._recent.append((elapsed_s, step))
+        while len(self._recent) > 2 and elapsed_s - self._recent[0][0] > ETA_WINDOW_S:
+            self._recent.popleft()
+        left: list[float] = []
+        if finished:
+            left.append(0.0)
+        if self._budget_seconds is not None:
+            left.append(max(0.0, self._budget_seconds - elapsed_s))
+        (first_s, first_step) = self._recent[0]
+        if elapsed_s > first_s and step > first_step:
+            rate = (step - first_step) / (elapsed_s - first_s)
+            left.append(max(0, self._budget_env_steps - step) / rate)
+        if not left:
+            return UNKNOWN_ETA
+        return str(dt.timedelta(seconds=math.ceil(min(left))))
 
     def _pod_scalars(self, pod_id: int, score: float, metrics: Mapping[str, Any], step: int) -> None:
         prefix = f"pod_{pod_id:03d}"

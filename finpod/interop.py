@@ -30,6 +30,7 @@ from finpod.env.trading_env import TradingEnv
 from finpod.errors import SpecError
 from finpod.paths import default_data_root
 from finpod.pipeline.inputs import backtest_panel, dataset_for, load_bars, selection_panel, universe_symbols
+from finpod.rundir import load_spec_file
 from finpod.spec import Spec
 
 SEGMENTS = ("train", "validation", "backtest")
@@ -70,7 +71,7 @@ def make_env(
     Raises:
         SpecError: a bad segment, array type or autoreset mode; DataError: bad data.
     """
-    resolved = spec if isinstance(spec, Spec) else Spec.from_toml(spec)
+    resolved = spec if isinstance(spec, Spec) else load_spec_file(spec)  # a run's spec: as it trained
     if segment not in SEGMENTS:
         raise SpecError(f"segment {segment!r}: unknown; fix: use one of {', '.join(SEGMENTS)}")
     if array not in ("torch", "numpy"):

@@ -90,3 +90,22 @@ def test_a_saved_minute_spec_that_predates_fully_invested_loads_as_it_was_traine
     daily = create_run_dir(daily_spec, tmp_path, {"status": "done"})
     assert daily.load_spec().spec_hash() == daily_spec.spec_hash()
     assert daily.load_spec().env.fully_invested is False
+
+
+def test_make_env_on_a_run_s_saved_spec_trades_as_the_run_trained(tmp_path: Path) -> None:
+    import finpod
+
+    segments = {
+        "train": ["2021-02-01", "2021-02-05"],
+        "validation": ["2021-02-08", "2021-02-09"],
+        "backtest": ["2021-02-10", "2021-02-11"],
+    }
+    synthetic = {"n_symbols": 2, "n_days": 10, "start_date": "2021-02-01"}
+    minute = Spec.from_dict(
+        {"name": "m", "frequency": "1min", "segments": segments, "data": {"synthetic": synthetic}}
+    )
+    run = create_run_dir(minute, tmp_path / "reports", {"status": "done"})
+    saved = run.spec_toml.read_text(encoding="utf-8")
+    run.spec_toml.write_text(saved.replace("fully_invested = true\n", ""), encoding="utf-8")
+    env = finpod.make_env(run.spec_toml, num_envs=1, data_root=tmp_path / "data")
+    assert env.env.config.fully_invested is False, "trained before the setting: cash allowed"

@@ -84,23 +84,12 @@ def test_resume_refuses_a_run_trained_on_other_features(
         write_tiny_dataset(tmp_path / "data", tiny_bars(seed=7)), budget_env_steps=BUDGET_ENV_STEPS
     )
     out = tmp_path / "reports"
-    original = TrainingMonitor.__call__
-
-    def dying(self: TrainingMonitor, event: TournamentEvent) -> None:
-        original(self, event)
-        if event.kind == "round_finished":
-            raise Killed
-
-    monkeypatch.setattr(TrainingMonitor, "__call__", dying)
-    with pytest.raises(Killed):
-        pipeline.run(spec, out=out, console=Console(quiet=True))
-    (run_dir,) = out.iterdir()
+    run_dir = _killed_run(spec, out, monkeypatch)
     saved = run_dir / TRADER_INPUTS_FILE
     inputs = torch.load(saved, weights_only=True)
     inputs["feature_names"] = [name.removeprefix("xs_") for name in inputs["feature_names"]]
     torch.save(inputs, saved)
     before = saved.read_bytes()
-    monkeypatch.setattr(TrainingMonitor, "__call__", original)
     with pytest.raises(SpecError, match=r"'logret_1' is now 'xs_logret_1'.*fix: train it again"):
         pipeline.run(spec, out=out, resume=True, console=Console(quiet=True))
     assert saved.read_bytes() == before  # refused before anything was written

@@ -16,6 +16,7 @@ alone, no finpod or podracer::
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from torch import nn
 
 from finpod.backtest.ensemble import ensemble_policy
 from finpod.errors import SpecError
+from finpod.report.atomic import write_bytes_atomic, write_text_atomic
 from finpod.rundir import RunDir
 from podracer.api import (
     Agent,
@@ -94,13 +96,13 @@ class TraderPolicy:
         program = torch.export.export(
             module, (example,), dynamic_shapes={"obs": {0: torch.export.Dim("batch", min=1)}}
         )
-        torch.export.save(program, str(target))
+        buffer = io.BytesIO()
+        torch.export.save(program, buffer)
+        write_bytes_atomic(target, buffer.getvalue())  # a reader never loads half a program
         sidecar = {"name": self.name, "obs_dim": self.obs_dim, "action_dim": self.action_dim}
         sidecar |= {"action_mode": self.action_mode, "fully_invested": self.fully_invested}
         sidecar |= {"device": str(self.device)}
-        target.with_suffix(target.suffix + ".json").write_text(
-            json.dumps(sidecar, indent=2), encoding="utf-8"
-        )
+        write_text_atomic(target.with_suffix(target.suffix + ".json"), json.dumps(sidecar, indent=2))
         return target
 
 

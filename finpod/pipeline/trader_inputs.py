@@ -6,6 +6,7 @@ builds its selection panel, so :func:`finpod.replay.backtest` never refits them 
 
 from __future__ import annotations
 
+import io
 import pickle
 import warnings
 from pathlib import Path
@@ -16,6 +17,7 @@ import torch
 from finpod.data.features import FeatureStats, feature_specs
 from finpod.errors import DataError, SpecError
 from finpod.pipeline.inputs import load_bars, selection_panel, universe_symbols
+from finpod.report.atomic import write_bytes_atomic
 from finpod.rundir import RunDir
 from finpod.spec import Spec
 
@@ -32,9 +34,9 @@ def save_trader_inputs(run_root: Path, symbols: list[str], stats: FeatureStats) 
         "mean": stats.mean.detach().cpu(),
         "std": stats.std.detach().cpu(),
     }
-    tmp = path.with_suffix(".tmp")
-    torch.save(payload, tmp)
-    tmp.replace(path)
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    write_bytes_atomic(path, buffer.getvalue())  # temp file, fsync, rename: a kill leaves old or new
     return path
 
 

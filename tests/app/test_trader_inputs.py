@@ -27,6 +27,23 @@ def test_saved_inputs_read_back(tmp_path: Path) -> None:
     torch.testing.assert_close(stats.std, _stats().std)
 
 
+def test_saved_inputs_go_through_the_durable_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kill mid-write leaves the old file or the new one (temp file, fsync, rename), never half."""
+    from finpod.pipeline import trader_inputs as module
+
+    written: list[str] = []
+    durable = module.write_bytes_atomic
+
+    def record(path: Path, data: bytes) -> None:
+        written.append(path.name)
+        durable(path, data)
+
+    monkeypatch.setattr(module, "write_bytes_atomic", record)
+    save_trader_inputs(tmp_path, ["AAA"], _stats())
+    assert written == [TRADER_INPUTS_FILE]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [TRADER_INPUTS_FILE], "no temp file left"
+
+
 def test_inputs_of_another_feature_set_are_refused_in_one_line(tmp_path: Path) -> None:
     """A run trained on the raw returns (``logret_1``, before they became cross-sectional) would
     read other inputs than it learned on: refused, naming the change and the fix."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from durable import record_durable_writes
 
 from finpod.errors import SpecError
 from finpod.rundir import create_run_dir, find_resumable, load_spec_file, reports_root
@@ -49,14 +50,7 @@ def test_run_files_are_written_atomically(tmp_path: Path, monkeypatch: pytest.Mo
     """spec.toml, spec.json and run.json go through the durable writer: a crash never truncates them."""
     from finpod import rundir
 
-    written: list[str] = []
-    atomic = rundir.write_text_atomic
-
-    def record(path: Path, text: str) -> None:
-        written.append(path.name)
-        atomic(path, text)
-
-    monkeypatch.setattr(rundir, "write_text_atomic", record)
+    written = record_durable_writes(monkeypatch, rundir, "write_text_atomic")
     run = create_run_dir(Spec.from_toml(DEMO), tmp_path, {"dataset": "x"})
     run.set_status("done")
     assert sorted(written) == ["run.json", "run.json", "spec.json", "spec.toml"]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from durable import record_durable_writes
 from tiny import tiny_spec
 
 from finpod.data.features import FeatureStats, feature_specs
@@ -31,14 +32,7 @@ def test_saved_inputs_go_through_the_durable_writer(tmp_path: Path, monkeypatch:
     """A kill mid-write leaves the old file or the new one (temp file, fsync, rename), never half."""
     from finpod.pipeline import trader_inputs as module
 
-    written: list[str] = []
-    durable = module.write_bytes_atomic
-
-    def record(path: Path, data: bytes) -> None:
-        written.append(path.name)
-        durable(path, data)
-
-    monkeypatch.setattr(module, "write_bytes_atomic", record)
+    written = record_durable_writes(monkeypatch, module, "write_bytes_atomic")
     save_trader_inputs(tmp_path, ["AAA"], _stats())
     assert written == [TRADER_INPUTS_FILE]
     assert sorted(p.name for p in tmp_path.iterdir()) == [TRADER_INPUTS_FILE], "no temp file left"

@@ -12,6 +12,9 @@ from podracer.errors import TournamentError
 PoolSchedule = Literal["fixed", "halving"]
 """``fixed``: the pool keeps its size; ``halving``: successive halving (see :mod:`podracer.schedule`)."""
 JudgeOrder = Literal["submission", "completion"]
+ArchiveRule = Literal["even", "score"]
+"""Which judged rounds the archive keeps (:mod:`podracer.archive`): ``"even"``, rounds evenly spaced
+over the whole run whatever they scored; ``"score"``, the best-scoring rounds, any pod's."""
 """``submission``: rounds are judged in the order they were submitted (reproducible, a finished round
 may wait for an earlier one); ``completion``: as they finish (pods never wait, not reproducible)."""
 
@@ -68,6 +71,10 @@ class TournamentConfig:
             least 3 otherwise (thinning then always leaves 2 or more). An ensemble of its members
             averages the run's trajectory instead of betting on the one evaluation that ranks the
             leaderboard.
+        archive_rule: which judged rounds the archive keeps (:data:`ArchiveRule`): ``"even"``
+            (evenly spaced over the run, whatever they scored) or ``"score"`` (the ``archive_size``
+            best-scoring rounds of any pod, so several snapshots of one pod may be kept, unlike the
+            leaderboard's one per pod); ``"even"``.
     """
 
     pool_size: int
@@ -91,6 +98,7 @@ class TournamentConfig:
     resample_prob: float = 0.0
     leaderboard_after: float = 0.0
     archive_size: int = 0
+    archive_rule: ArchiveRule = "even"
 
     def __post_init__(self) -> None:
         """Reject settings the tournament cannot run with; each message names the field and the fix."""
@@ -158,6 +166,10 @@ class TournamentConfig:
             (
                 self.archive_size == 0 or self.archive_size >= 3,
                 f"archive_size is {self.archive_size}; use 0 (no archive) or at least 3",
+            ),
+            (
+                self.archive_rule in get_args(ArchiveRule),
+                f"archive_rule is {self.archive_rule!r}; use one of {list(get_args(ArchiveRule))}",
             ),
             (
                 self.torch_threads_per_pod >= 1,

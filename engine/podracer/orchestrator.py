@@ -302,7 +302,10 @@ class Tournament:
         run, ledger, board = self._run, self._ledger, self.leaderboard
         run.progress.count_round(result.env_steps)
         state, encoded = ledger.record_round(pod, result)
-        if run.archive is not None:
+        # Before leaderboard_after the board ranks nothing. It cannot end empty: a round starts while
+        # the budget is not spent, so the last one finishes with all of it spent.
+        ranked = run.budget.fraction() >= self.config.leaderboard_after
+        if run.archive is not None and (ranked or run.archive.rule == "even"):  # a score archive ranks too
             run.archive.offer(run.progress.rounds, ledger.candidate(pod, result.score), state, encoded)
         steps_per_s = result.env_steps / result.train_seconds if result.train_seconds > 0 else 0.0
         run.emit(
@@ -318,9 +321,6 @@ class Tournament:
             lineage_env_steps=pod.env_steps,
             metrics=dict(result.metrics),
         )
-        # Before leaderboard_after the board ranks nothing. It cannot end empty: a round starts while
-        # the budget is not spent, so the last one finishes with all of it spent.
-        ranked = run.budget.fraction() >= self.config.leaderboard_after
         entry = board.offer(ledger.candidate(pod, result.score), state, encoded) if ranked else None
         if entry is not None:
             run.emit("entry_admitted", pod.pod_id, rank=board.rank_of(entry), score=entry.score)

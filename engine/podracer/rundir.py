@@ -362,9 +362,9 @@ def _archive(
                 f"{directory / INDEX_NAME} is missing although the run has judged {judged_rounds} "
                 "rounds: its trajectory archive was deleted; restore the folder or start a new run"
             )
-        return TrajectoryArchive.create(directory, config.archive_size)
+        return TrajectoryArchive.create(directory, config.archive_size, config.archive_rule)
     archive = TrajectoryArchive.open(directory)
-    if archive.capacity != config.archive_size:
+    if archive.capacity != config.archive_size or archive.rule != config.archive_rule:
         raise TournamentError(f"{directory} holds another archive; pick a new run folder")
     archive.forget_after(judged_rounds)
     return archive

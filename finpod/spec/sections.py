@@ -436,6 +436,14 @@ class TournamentSpec(Model):
         "ranks the board (each member costs a policy call per backtest bar)",
         examples=[16],
     )
+    archive_rule: Literal["even", "score"] = Field(
+        _tournament_default("archive_rule"),
+        description='which judged rounds the archive keeps: "even", evenly spaced over the whole run '
+        'whatever they scored (the default); "score", the archive_size best-scoring rounds of any pod '
+        "(several of one pod may be kept, unlike the leaderboard's one per pod), so the trajectory "
+        "trader averages the run's best-validated policies instead of betting on the single best one",
+        examples=["score"],
+    )
     softmax_temperature: float = Field(
         1.0, gt=0, description="temperature of the rank-softmax that picks a parent", examples=[1.0]
     )

@@ -397,8 +397,9 @@ class Spec(Model):
         The ``[paper]`` section is left out: deployment limits do not change what a run trains; so are
         the tournament's placement fields (:attr:`TournamentSpec.PLACEMENT_FIELDS`): a run started on
         one backend resumes on another; and ``archive_size`` when it is 0 (no archive, the default),
-        so a spec hashes as it did before the setting existed and its unfinished runs resume (as is
-        ``env.start_portfolio`` when it is ``"cash"``).
+        and ``archive_rule`` without an archive or when it is ``"even"``, so a spec hashes as it did
+        before those settings existed and its unfinished runs resume (as is ``env.start_portfolio``
+        when it is ``"cash"``).
         """
         trained = {k: v for k, v in self.resolved_dict().items() if k != "paper"}
         trained["tournament"] = {
@@ -406,6 +407,9 @@ class Spec(Model):
             for k, v in trained["tournament"].items()
             if k not in TournamentSpec.PLACEMENT_FIELDS and not (k == "archive_size" and v == 0)
         }
+        tournament = trained["tournament"]
+        if tournament.get("archive_size", 0) == 0 or tournament["archive_rule"] == "even":
+            del tournament["archive_rule"]  # no archive, or the rule before the setting existed
         if trained["env"].get("start_portfolio") == "cash":  # as before the setting existed
             del trained["env"]["start_portfolio"]
         if trained["env"].get("fully_invested") is False:  # as before the setting existed

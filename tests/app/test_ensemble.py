@@ -129,6 +129,20 @@ def test_an_archive_too_small_for_an_ensemble_is_a_one_line_error() -> None:
     assert spec.spec_hash() != spec.with_(tournament={"archive_size": 16}).spec_hash()
 
 
+def test_the_archive_rule_reaches_the_tournament_and_changes_the_hash_only_with_an_archive() -> None:
+    spec = Spec.from_toml(Path(__file__).resolve().parents[2] / "strategies" / "demo.toml")
+    assert (spec.tournament.archive_rule, spec.tournament_config().archive_rule) == ("even", "even")
+    scored = spec.with_(tournament={"archive_size": 32, "archive_rule": "score"})
+    assert scored.tournament_config().archive_rule == "score"
+    even = spec.with_(tournament={"archive_size": 32})
+    assert scored.spec_hash() != even.spec_hash()  # another archive: another run
+    assert even.spec_hash() == spec.with_(tournament={"archive_size": 32, "archive_rule": "even"}).spec_hash()
+    # without an archive the rule keeps nothing: the hash is the spec's as before the setting existed
+    assert spec.with_(tournament={"archive_rule": "score"}).spec_hash() == spec.spec_hash()
+    with pytest.raises(SpecError, match=r"tournament\.archive_rule"):
+        spec.with_(tournament={"archive_rule": "best"})
+
+
 # Member A holds half cash and half asset 1; member B all asset 2. Fully invested, A's own book is all
 # asset 1, so the ensemble holds [0, 0.5, 0.5]; averaging first and then dropping cash would give
 # [0, 1/3, 2/3] (A's cash weight shrinking its vote).

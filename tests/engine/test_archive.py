@@ -1,4 +1,5 @@
-"""The trajectory archive: judged rounds kept evenly spaced over a run, durable, resumable."""
+"""The trajectory archive: judged rounds kept evenly spaced over a run (or the best-scoring ones),
+durable, resumable."""
 
 from __future__ import annotations
 
@@ -9,23 +10,31 @@ from typing import Any
 import pytest
 import torch
 
-from engine._tournament_kit import TINY_PPO, make_agent, new_tournament, resume_tournament, tournament_config
+from engine._tournament_kit import (
+    TINY_PPO,
+    Validation,
+    make_agent,
+    make_env,
+    new_tournament,
+    resume_tournament,
+    tournament_config,
+)
 from podracer import SnapshotError, TournamentError
-from podracer.api import TrajectoryArchive, archive_of
+from podracer.api import Tournament, TrajectoryArchive, archive_of
 from podracer.leaderboard import INDEX_NAME, Candidate
 from podracer.pod import config_to_record
 from podracer.runfiles import read_state
 from podracer.snapshot import SNAPSHOT_SUFFIX
 
 
-def _candidate(pod_id: int) -> Candidate:
+def _candidate(pod_id: int, score: float = 0.0) -> Candidate:
     return Candidate(
         pod_id=pod_id,
         parent_id=None,
         lineage_id=pod_id,
         generation=0,
         policy_version=1,
-        score=0.0,
+        score=score,
         env_steps=10,
         seed=pod_id,
         agent_config=config_to_record(TINY_PPO),
@@ -152,3 +161,83 @@ def test_resume_refuses_a_run_whose_archive_was_deleted(tmp_path: Path) -> None:
     (tmp_path / "archive" / INDEX_NAME).unlink()
     with pytest.raises(SnapshotError, match="its trajectory archive was deleted; restore the folder"):
         resume_tournament(tmp_path)
+
+
+def _offer_scores(archive: TrajectoryArchive, scores: dict[int, float]) -> list[bool]:
+    """Offer each judged round (pod 0 throughout) with its score; whether each was archived."""
+    return [
+        archive.offer(judged, _candidate(0, score), {"w": torch.full((2,), float(judged))}) is not None
+        for judged, score in scores.items()
+    ]
+
+
+def test_a_score_archive_keeps_the_best_scoring_rounds_of_any_pod(tmp_path: Path) -> None:
+    archive = TrajectoryArchive.create(tmp_path, capacity=3, rule="score")
+    # Rounds 1-3 fill it; 4 (0.5) beats the lowest (round 2, 0.1); 5 ties the lowest kept (0.2,
+    # round 3): the earlier round stays; 6 is below every score; 7 beats 0.2 again.
+    taken = _offer_scores(archive, {1: 0.3, 2: 0.1, 3: 0.2, 4: 0.5, 5: 0.2, 6: -1.0, 7: 0.25})
+    assert taken == [True, True, True, True, False, False, True]
+    assert (archive.stride, _rounds(archive)) == (1, [1, 4, 7])  # in round order; one pod, three rounds
+    assert sorted(entry.score for entry in archive.entries) == [0.25, 0.3, 0.5]
+    assert [archive.load_state(i)["w"][0].item() for i in range(3)] == [1.0, 4.0, 7.0]
+    assert len(list(tmp_path.glob(f"*{SNAPSHOT_SUFFIX}"))) == 3  # the dropped rounds' files are gone
+    # A reopen keeps the rule; equal scores drop the later round first.
+    again = TrajectoryArchive.open(tmp_path)
+    assert (again.rule, _rounds(again)) == ("score", [1, 4, 7])
+    assert _offer_scores(again, {8: 0.4, 9: 0.4, 10: 0.4}) == [True, True, False]
+    assert _rounds(again) == [4, 8, 9]
+    assert again.forget_after(8)
+    assert _rounds(again) == [4, 8]
+
+
+def test_an_archive_written_before_the_rule_reads_as_even_and_a_rule_mismatch_is_refused(
+    tmp_path: Path,
+) -> None:
+    archive = TrajectoryArchive.create(tmp_path / "old", capacity=4)
+    _offer_rounds(archive, range(1, 4))
+    index = tmp_path / "old" / INDEX_NAME
+    record = json.loads(index.read_text())
+    del record["rule"]
+    index.write_text(json.dumps(record))
+    assert TrajectoryArchive.open(tmp_path / "old").rule == "even"
+    index.write_text(json.dumps({**record, "rule": "lucky"}))
+    with pytest.raises(SnapshotError, match="names the archive rule 'lucky': corrupt or foreign index"):
+        TrajectoryArchive.open(tmp_path / "old")
+    TrajectoryArchive.create(tmp_path / "empty", capacity=4)  # an empty even archive ...
+    with pytest.raises(TournamentError, match="holds another archive; pick a new run folder"):
+        TrajectoryArchive.create(tmp_path / "empty", capacity=4, rule="score")  # ... is not a score one
+    with pytest.raises(TournamentError, match=r"archive rule is 'best'; use one of \['even', 'score'\]"):
+        TrajectoryArchive.create(tmp_path / "bad", capacity=4, rule="best")  # type: ignore[arg-type]
+    with pytest.raises(TournamentError, match=r"archive_rule is 'best'; use one of \['even', 'score'\]"):
+        tournament_config(archive_size=4, archive_rule="best")
+
+
+def test_a_tournament_with_a_score_archive_keeps_its_best_validated_rounds(tmp_path: Path) -> None:
+    config = tournament_config(archive_size=4, archive_rule="score")
+    tournament = new_tournament(tmp_path, config)
+    tournament.run()
+    tournament.close()
+    archive = archive_of(tmp_path)
+    assert archive is not None
+    assert archive.rule == "score"
+    scores = [
+        json.loads(line)["data"]["score"]
+        for line in (tmp_path / "events.jsonl").read_text().splitlines()
+        if json.loads(line)["kind"] == "round_finished"
+    ]
+    assert len(scores) > 4
+    kept = sorted((entry.score for entry in archive.entries), reverse=True)
+    assert kept == sorted(scores, reverse=True)[:4]
+    board_scores = set(tournament.leaderboard.scores())
+    assert max(entry.score for entry in archive.entries) == max(board_scores)  # the best is on both
+    # A resume with the other rule is another run.
+    with pytest.raises(TournamentError, match="the tournament config differs from the one"):
+        Tournament(
+            tournament_config(archive_size=4),
+            tmp_path,
+            make_agent,
+            TINY_PPO,
+            make_env,
+            Validation(),
+            resume=True,
+        )

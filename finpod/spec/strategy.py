@@ -396,7 +396,7 @@ class Spec(Model):
 
         The ``[paper]`` section is left out: deployment limits do not change what a run trains; so are
         the tournament's placement fields (:attr:`TournamentSpec.PLACEMENT_FIELDS`): a run started on
-        one backend resumes on another; and ``archive_size`` when it is 0 (no archive, the default),
+        one backend resumes on another; and ``archive_size`` when it is 0 (no archive),
         and ``archive_rule`` without an archive or when it is ``"even"``, so a spec hashes as it did
         before those settings existed and its unfinished runs resume (as is ``env.start_portfolio``
         when it is ``"cash"``).

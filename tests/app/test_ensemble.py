@@ -110,12 +110,13 @@ def test_select_adds_the_trajectory_ensemble_of_every_archived_snapshot() -> Non
     assert list(select(spec, board, None, _Archive([_Fixed(SMALL)]))) == ["best"]  # type: ignore[arg-type]
 
 
-def test_a_spec_keeps_no_archive_unless_it_asks() -> None:
+def test_a_spec_silent_on_the_archive_keeps_its_32_best_validated_rounds() -> None:
     spec = Spec.from_toml(Path(__file__).resolve().parents[2] / "strategies" / "demo.toml")
-    assert spec.tournament.archive_size == 0
-    assert spec.tournament_config().archive_size == 0
+    assert (spec.tournament.archive_size, spec.tournament.archive_rule) == (32, "score")
+    assert (spec.tournament_config().archive_size, spec.tournament_config().archive_rule) == (32, "score")
     stated = spec.with_(tournament={"archive_size": 8}).with_(frequency="1min")
     assert stated.tournament_config().archive_size == 8
+    assert spec.with_(tournament={"archive_size": 0}).tournament_config().archive_size == 0
 
 
 def test_an_archive_too_small_for_an_ensemble_is_a_one_line_error() -> None:
@@ -125,13 +126,13 @@ def test_an_archive_too_small_for_an_ensemble_is_a_one_line_error() -> None:
             SpecError, match=rf"tournament.archive_size: {size} .* fix: use 0 \(no archive\) or at least 3"
         ):
             spec.with_(tournament={"archive_size": size})
-    assert spec.spec_hash() == spec.with_(tournament={"archive_size": 0}).spec_hash()
-    assert spec.spec_hash() != spec.with_(tournament={"archive_size": 16}).spec_hash()
+    plain = spec.with_(tournament={"archive_size": 0})
+    assert plain.spec_hash() != spec.with_(tournament={"archive_size": 16}).spec_hash()
 
 
 def test_the_archive_rule_reaches_the_tournament_and_changes_the_hash_only_with_an_archive() -> None:
     spec = Spec.from_toml(Path(__file__).resolve().parents[2] / "strategies" / "demo.toml")
-    assert (spec.tournament.archive_rule, spec.tournament_config().archive_rule) == ("even", "even")
+    spec = spec.with_(tournament={"archive_size": 0, "archive_rule": "even"})  # as before the defaults
     scored = spec.with_(tournament={"archive_size": 32, "archive_rule": "score"})
     assert scored.tournament_config().archive_rule == "score"
     even = spec.with_(tournament={"archive_size": 32})

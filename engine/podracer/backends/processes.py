@@ -295,6 +295,9 @@ class ProcessBackend:
         code_key, code = self._code_bytes(task)
         outer: Future[Any] = Future()
         with self._lock:
+            for worker in self._workers:  # an exit its reader thread has not recorded yet is one too
+                if not worker.busy and not worker.lost and worker.process.poll() is not None:
+                    worker.lost = True
             lost = [w for w in self._workers if w.lost and not w.busy and _alive(w.pod_ref) is pod]
             for worker in lost:  # its env went with it: the pod restarts from its snapshot, as after a crash
                 worker.pod_ref = None

@@ -60,13 +60,16 @@ there), so a spec that says nothing gets a tournament that learns within two min
   ``strategies/demo.toml`` does;
 * an archive of the run's 32 best-validated judged rounds, any pod's (``archive_size`` 32,
   ``archive_rule = "score"``; :mod:`podracer.archive`), so every run also backtests the trajectory
-  trader, the average of their target weights: on the skill bench's daily cases it beat ``best``
-  on 18 of 23 tuning runs with an edge (+0.05 Sharpe over equal weight on average) and on
-  REPORTED_FIGURES of the reported ones, where one lucky validation score had picked a snapshot that
-  held out worse than the run's other good ones (BENCHMARKS.md "Averaging the best-validated
-  snapshots"); ``best`` stays the leaderboard's first entry and the pick's candidate. The archive
-  before it (rounds evenly spaced over the run, ``archive_rule = "even"``) held a lower median share
-  than the pick at 120 s (BENCHMARKS.md "The trajectory ensemble"); ``archive_size = 0`` keeps none.
+  trader, the average of their target weights: on the skill bench's daily cases with an edge it
+  beat ``best`` on 18 of 24 tuning runs (5 below, +0.05 Sharpe over equal weight on average) and
+  on 16 of 30 reported ones (13 below, +0.04): +0.14 on 20 stocks, where one lucky validation
+  score had often picked a snapshot that held out worse than the run's other good ones (daily20's
+  five-bar reversal: median share of the oracle's edge 0.78 against best's -0.01), -0.06 on 100
+  stocks, where the validation score ranks snapshots well (BENCHMARKS.md "Averaging the
+  best-validated snapshots"); ``best`` stays the leaderboard's first entry and the pick's
+  candidate. The archive before it (rounds evenly spaced over the run, ``archive_rule = "even"``)
+  held a lower median share than the pick at 120 s (BENCHMARKS.md "The trajectory ensemble");
+  ``archive_size = 0`` keeps none.
 """
 
 DEFAULT_BUDGET_PASSES: Final[float] = 64.0

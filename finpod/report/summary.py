@@ -40,6 +40,8 @@ SPEC_ROWS: tuple[tuple[str, str], ...] = tuple(
         ("Budget (env steps)", "tournament.budget_env_steps"),
         ("Budget (passes over the train bars)", "tournament.budget_passes"),
         ("Ensemble k", "tournament.ensemble_k"),
+        ("Archive (snapshots the trajectory trader averages)", "tournament.archive_size"),
+        ("Archive keeps (score: the best-validated; even: spread over the run)", "tournament.archive_rule"),
         ("Seed", "seed"),
     )
 )

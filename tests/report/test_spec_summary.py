@@ -27,3 +27,9 @@ def test_a_run_written_before_the_setting_leaves_the_row_out() -> None:
     resolved = Spec.from_dict({"name": "s", "frequency": "1d", "segments": SEGMENTS}).resolved_dict()
     del resolved["env"]["fully_invested"]
     assert "Fully invested (cash weight ignored)" not in dict(spec_summary(resolved))
+
+
+def test_the_settings_table_says_what_the_trajectory_trader_averages() -> None:
+    rows = _rows("1d")
+    assert rows["Archive (snapshots the trajectory trader averages)"] == "32"
+    assert rows["Archive keeps (score: the best-validated; even: spread over the run)"] == "score"

@@ -1,7 +1,8 @@
 """A finished run's trained trader as a plain callable, and its export to a self-contained file.
 
 ``run.policy("best")`` (the selected agent), ``run.policy("ensemble")`` (the distinct-lineage ensemble the
-run backtested), ``run.policy("trajectory")`` (the average of the run's archived snapshots) or
+run backtested), ``run.policy("trajectory")`` (the average of the run's archived snapshots:
+its 32 best-validated ones by default) or
 ``run.policy(2)`` (the leaderboard entry ranked 2, 1 = best) returns a
 :class:`TraderPolicy`: observations ``(N, D)`` in, actions ``(N, A)`` out, deterministic. The
 observation is the env's (:mod:`finpod.env.observation`), built with the run's own feature
@@ -158,8 +159,9 @@ def load_policy(
     Args:
         run_dir: the run's folder.
         which: ``"best"``, ``"ensemble"`` (the best entries of the ``ensemble_k`` best distinct
-            lineages, as the run traded them), ``"trajectory"`` (the run's archived snapshots, evenly
-            spaced over its judged rounds, their target weights averaged) or a 1-based leaderboard
+            lineages, as the run traded them), ``"trajectory"`` (the run's archived snapshots, their
+            target weights averaged: its 32 best-validated judged rounds by default, or with
+            ``tournament.archive_rule = "even"`` rounds evenly spaced over the run) or a 1-based leaderboard
             rank.
         ensemble_k: the spec's ``tournament.ensemble_k``.
         action_mode: the spec's ``env.action_mode``.
@@ -193,7 +195,7 @@ def load_policy(
             raise SpecError(
                 f"{run_dir}: the run kept no trajectory archive of 2 snapshots or more "
                 "(tournament.archive_size is 0, or the run was shorter); fix: use policy('best') "
-                "(--trader best), or train with --set tournament.archive_size=16"
+                "(--trader best), or train with --set tournament.archive_size=32"
             )
         members = tuple(
             PPOAgent.from_state_dict(archive.load_state(i), where) for i in range(len(archive.entries))

@@ -7,9 +7,9 @@ Per seed (market seed = agent seed = tournament seed), every contender trains on
 with the same env-step budget and is selected on validation only:
 
 * ``tournament``: the podracer tournament of the spec (its pool, schedule and search space), scored
-  as its best leaderboard entry (``best``), its top-k ensemble (``ensemble``) and, with ``--set
-  tournament.archive_size=16``, its trajectory ensemble (``trajectory``: the archived snapshots
-  evenly spaced over the run);
+  as its best leaderboard entry (``best``), its top-k ensemble (``ensemble``) and its trajectory
+  ensemble (``trajectory``: the average of the archived snapshots, by default the run's 32
+  best-validated judged rounds; ``--set tournament.archive_size=0`` keeps none);
 * ``single``: one pod with the whole budget, its best validation checkpoint kept;
 * ``best_of_4``: :data:`POOL_SIZE` independent pods with a quarter of the budget each, the best on
   validation kept;

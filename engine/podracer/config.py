@@ -12,11 +12,11 @@ from podracer.errors import TournamentError
 PoolSchedule = Literal["fixed", "halving"]
 """``fixed``: the pool keeps its size; ``halving``: successive halving (see :mod:`podracer.schedule`)."""
 JudgeOrder = Literal["submission", "completion"]
+"""``submission``: rounds are judged in the order they were submitted (reproducible, a finished round
+may wait for an earlier one); ``completion``: as they finish (pods never wait, not reproducible)."""
 ArchiveRule = Literal["even", "score"]
 """Which judged rounds the archive keeps (:mod:`podracer.archive`): ``"even"``, rounds evenly spaced
 over the whole run whatever they scored; ``"score"``, the best-scoring rounds, any pod's."""
-"""``submission``: rounds are judged in the order they were submitted (reproducible, a finished round
-may wait for an earlier one); ``completion``: as they finish (pods never wait, not reproducible)."""
 
 
 @dataclass(frozen=True)

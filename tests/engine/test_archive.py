@@ -3,7 +3,9 @@ durable, resumable."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +243,26 @@ def test_a_tournament_with_a_score_archive_keeps_its_best_validated_rounds(tmp_p
             Validation(),
             resume=True,
         )
+
+
+def test_a_score_archive_ranks_no_round_before_leaderboard_after(tmp_path: Path) -> None:
+    calls = itertools.count()
+    lock = threading.Lock()
+
+    def worse_each_time(policy: object) -> float:  # the earliest rounds score best
+        with lock:
+            return -float(next(calls))
+
+    config = tournament_config(archive_size=4, archive_rule="score", leaderboard_after=0.5)
+    Tournament(config, tmp_path, make_agent, TINY_PPO, make_env, worse_each_time).run()
+    archive = archive_of(tmp_path)
+    assert archive is not None
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    judged = [event for event in events if event["kind"] == "round_finished"]
+    budget = config.budget_env_steps
+    assert budget is not None
+    ranked = {n: e["data"]["score"] for n, e in enumerate(judged, start=1) if e["env_steps"] >= budget / 2}
+    assert 4 < len(ranked) < len(judged)  # some rounds before the half, more than 4 after
+    # the best four of the ranked rounds, not the better-scoring ones before the half
+    assert {entry.admission for entry in archive.entries} <= set(ranked)
+    assert sorted(entry.score for entry in archive.entries) == sorted(ranked.values())[-4:]

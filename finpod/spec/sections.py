@@ -439,19 +439,20 @@ class TournamentSpec(Model):
         _tournament_default("archive_size"),
         ge=0,
         le=256,
-        description="snapshots of the run's trajectory archive: judged rounds evenly spaced over the "
-        "whole run whatever they scored (0: none, the default; else at least 3); the trajectory "
-        "trader averages their target weights, so it does not bet on the one validation score that "
-        "ranks the board (each member costs a policy call per backtest bar)",
-        examples=[16],
+        description="snapshots of the run's trajectory archive, kept by archive_rule (32 by default; 0: "
+        "none; else at least 3); the trajectory trader averages their target weights, so it does not "
+        "bet on the one validation score that ranks the board (each member costs a policy call per "
+        "backtest bar)",
+        examples=[32],
     )
     archive_rule: Literal["even", "score"] = Field(
         _tournament_default("archive_rule"),
-        description='which judged rounds the archive keeps: "even", evenly spaced over the whole run '
-        'whatever they scored (the default); "score", the archive_size best-scoring rounds of any pod '
-        "(several of one pod may be kept, unlike the leaderboard's one per pod), so the trajectory "
-        "trader averages the run's best-validated policies instead of betting on the single best one",
-        examples=["score"],
+        description='which judged rounds the archive keeps: "score" (the default), the archive_size '
+        "best-validated rounds of any pod (several of one pod may be kept, unlike the leaderboard's "
+        "one per pod), so the trajectory trader averages the run's best-validated policies instead of "
+        'betting on the single best one; "even", rounds evenly spaced over the whole run whatever they '
+        "scored",
+        examples=["even"],
     )
     softmax_temperature: float = Field(
         1.0, gt=0, description="temperature of the rank-softmax that picks a parent", examples=[1.0]

@@ -16,7 +16,10 @@ early and late, whatever it scored).
 
 Rule ``"score"``: the ``capacity`` best-scoring judged rounds of any pod (several of one pod may be
 kept). A round enters while the archive has room, or when its score is strictly above the lowest
-kept, which is then deleted (equal scores: the earlier round stays). The stride stays 1.
+kept, which is then deleted (equal scores: the earlier round stays). The stride stays 1. A run
+killed after archiving rounds its saved state does not count forgets them on resume
+(:meth:`TrajectoryArchive.forget_after`), but the rounds they pushed out are gone: the resumed
+archive holds the best of the rounds that remain, and refills from the rounds judged again.
 
 Layout of its folder: ``index.json`` (stride and entries, in round order) and one immutable,
 content-named snapshot file per entry, written in the order the leaderboard uses (snapshot, then the

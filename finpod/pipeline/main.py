@@ -317,8 +317,9 @@ def select(
 ) -> dict[str, Policy]:
     """The traders: the best leaderboard entry; the ensemble of the best entries of the top-k
     DISTINCT lineages (never a pod and its own descendants) when the board holds >= 2 lineages; and
-    the trajectory ensemble, the average target weights of the run's archived snapshots (judged
-    rounds evenly spaced over the whole run, whatever they scored; ``archive`` with >= 2 entries)."""
+    the trajectory ensemble, the average target weights of the run's archived snapshots (by default
+    its 32 best-validated judged rounds; with ``archive_rule = "even"`` rounds evenly spaced over the
+    whole run, whatever they scored; ``archive`` with >= 2 entries)."""
     policies: dict[str, Policy] = {"best": deterministic_policy(leaderboard.load_agent(0, factory))}
     ranks = leaderboard.top_lineage_ranks(spec.tournament.ensemble_k)
     if len(ranks) >= 2:

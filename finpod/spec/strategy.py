@@ -71,11 +71,17 @@ def _default_bounds(
 _VALIDATION_FIELDS: tuple[str, ...] = ("validation_chunks", "validation_warmup_bars")
 
 
-SAVED_BEFORE_THE_SETTING: dict[str, dict[str, Any]] = {"env": {"fully_invested": False}}
+SAVED_BEFORE_THE_SETTING: dict[str, dict[str, Any]] = {
+    "env": {"fully_invested": False},
+    "tournament": {"archive_size": 0, "archive_rule": "even"},
+}
 """What a saved run's spec (written out in full by :meth:`Spec.to_toml`) trained with when it
-predates a setting whose default now depends on the spec: :meth:`Spec.from_saved` reads a missing
+predates a setting whose default has changed since: :meth:`Spec.from_saved` reads a missing
 ``env.fully_invested`` as ``false`` (the only behaviour before the setting existed), not as the
-minute default, so a replay or a paper trader of an older run trades as the run was trained."""
+minute default, so a replay or a paper trader of an older run trades as the run was trained; a
+missing ``tournament.archive_size`` as 0 (no archive) and a missing ``archive_rule`` as ``"even"``
+(the only rule before it), not as today's 32 best-validated rounds, so ``--resume`` finds the run
+(its hash) and the report's settings say what it kept."""
 
 
 def env_defaults(agent: Mapping[str, Any], action_mode: str, frequency: str) -> dict[str, Any]:

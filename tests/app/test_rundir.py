@@ -86,6 +86,26 @@ def test_a_saved_minute_spec_that_predates_fully_invested_loads_as_it_was_traine
     assert daily.load_spec().env.fully_invested is False
 
 
+def test_a_saved_spec_that_predates_the_archive_settings_loads_as_it_was_trained(tmp_path: Path) -> None:
+    spec = Spec.from_toml(DEMO)
+    assert (spec.tournament.archive_size, spec.tournament.archive_rule) == (32, "score"), "the defaults"
+    for before, archive_size in (({"archive_size": 16}, 16), ({"archive_size": 0}, 0)):
+        trained = spec.with_(tournament={**before, "archive_rule": "even"})
+        run = create_run_dir(trained, tmp_path, {"status": "running"})
+        saved = run.spec_toml.read_text(encoding="utf-8")
+        assert 'archive_rule = "even"' in saved
+        without_rule = saved.replace('archive_rule = "even"\n', "")
+        if archive_size == 0:  # a run from before either setting
+            without_rule = without_rule.replace("archive_size = 0\n", "")
+        run.spec_toml.write_text(without_rule, encoding="utf-8")
+        older = run.load_spec()
+        assert (older.tournament.archive_size, older.tournament.archive_rule) == (archive_size, "even")
+        assert older.spec_hash() == trained.spec_hash()
+        resumed = load_spec_file(run.spec_toml)  # `finpod run <run>/spec.toml --resume` finds the run
+        assert find_resumable(resumed, tmp_path).root == run.root
+        run.set_status("done")
+
+
 def test_make_env_on_a_run_s_saved_spec_trades_as_the_run_trained(tmp_path: Path) -> None:
     import finpod
 

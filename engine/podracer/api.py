@@ -32,7 +32,7 @@ from pathlib import Path
 from podracer.archive import TrajectoryArchive
 from podracer.backends import Backend, LocalBackend, PopulationBackend, ProcessBackend
 from podracer.backends.processes import default_start_method
-from podracer.config import PoolSchedule, TournamentConfig
+from podracer.config import ArchiveRule, PoolSchedule, TournamentConfig
 from podracer.cuda_capture import CAPTURE_LOCK
 from podracer.ensemble import EnsemblePolicy
 from podracer.entity import EntityLayout
@@ -66,6 +66,7 @@ __all__ = [
     "STATE_NAME",
     "Agent",
     "AgentFactory",
+    "ArchiveRule",
     "Backend",
     "CapturableEnv",
     "EnsemblePolicy",

@@ -15,7 +15,7 @@ from finpod.data.choices import SignalKind
 from finpod.data.signals import MAX_SIGNAL_STRENGTH
 from finpod.env.config import ActionMode, EnvConfig, FillMode, RewardMode
 from finpod.spec.base import DateRange, Model, default_of
-from podracer.api import PoolSchedule, PPOConfig, TournamentConfig
+from podracer.api import ArchiveRule, PoolSchedule, PPOConfig, TournamentConfig
 
 TOURNAMENT_DEFAULTS: dict[str, Any] = {
     "pool_size": 4,
@@ -445,7 +445,7 @@ class TournamentSpec(Model):
         "backtest bar)",
         examples=[32],
     )
-    archive_rule: Literal["even", "score"] = Field(
+    archive_rule: ArchiveRule = Field(
         _tournament_default("archive_rule"),
         description='which judged rounds the archive keeps: "score" (the default), the archive_size '
         "best-validated rounds of any pod (several of one pod may be kept, unlike the leaderboard's "

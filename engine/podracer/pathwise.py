@@ -18,7 +18,9 @@ rate means the same at any reward scale), ``a`` the holdings that trade nothing 
 per unit of trade (both from the env, :data:`ENTITY_HOLDINGS`, :data:`ENTITY_COST_RATES`):
 
     ``b = (m - e) . o``  (what the mode earned over the uniform portfolio)
-    ``J = b - (risk / 2) x M x b**2 - sum_i (c_i / s) x |m_i - a_i|``
+    ``C = sum_i (c_i / s) x |m_i - a_i|``  (the trade's cost at the mode)
+    ``R = C - |sum_i (c_i / s) x (m_i - a_i)|``  (the part of it that rotates the book)
+    ``J = b - (risk / 2) x M x b**2 - C - (k - 1) x R``
 
 and the loss is ``-coef x M x mean(J)``. Linear in ``m`` alone, ``J`` would pay most for putting
 everything on the entity with the best predicted outcome; the realised ``b**2`` is a tracking-error
@@ -26,6 +28,16 @@ penalty that makes the optimum a tilt. With independent outcomes of unit varianc
 ``M x (m_i - e) = E[o_i | x] / risk``: the tilt over the uniform weight, in units of that weight,
 is the predicted outcome in standard deviations over ``risk`` (Grinold and Kahn's alpha over risk
 aversion). The cost term is the trade's cost at the mode (the env's band, if any, is ignored).
+
+``k`` (``pathwise_cost``, 1 by default: the cost the env charges) is an aversion to **rotating**
+the book: trades that move weight from one entity to another are charged ``k`` times their cost,
+trades that change how much is invested (all buys, or all sells) their cost alone. ``k`` above 1
+trains as if rotating cost more than it does, the classical guard of a forecast-driven portfolio
+against trading on its forecast's noise (a policy that moves with every wiggle of its scores pays
+for each move, and a fitted forecast wiggles most where it fitted noise). Only the rotation is
+weighed because the term sees one step: an aversion to every trade would keep a book that starts
+in cash from buying in at all (the entry pays back over many steps, its inflated cost in one).
+``R >= 0`` (the triangle inequality), and ``R = 0`` for a trade whose every leg has one sign.
 
 Only the step's own reward is differentiated: what an action changes later (holdings that save a
 later trade's cost, with ``gamma > 0``) is still learned by the PPO term, which also keeps training
@@ -86,6 +98,7 @@ def pathwise_loss(
     cost_rates: torch.Tensor,
     action_globals: int,
     risk: float | torch.Tensor,
+    cost_aversion: float | torch.Tensor = 1.0,
 ) -> torch.Tensor:
     """``-M x mean(J)`` over the rows (``(...)``: one loss per leading batch, e.g. per pod).
 
@@ -96,6 +109,8 @@ def pathwise_loss(
         cost_rates: ``(..., B, M)`` reward lost per unit traded.
         action_globals: ``K``.
         risk: the tracking-error aversion (a float, or ``(P,)`` per pod).
+        cost_aversion: ``k``, the weight of the cost of rotating the book (a float, or ``(P,)``
+            per pod; 1: every trade at its cost).
 
     A batch whose outcomes do not vary (all 0: e.g. orders filled at the close they are scored at)
     has no scale and no outcome to learn from; its term is 0, not its costs over a zero spread.
@@ -106,12 +121,23 @@ def pathwise_loss(
     defined = spread > torch.finfo(spread.dtype).tiny
     scale = torch.where(defined, spread, torch.ones_like(spread))
     excess = ((weights - 1.0 / entities) * outcomes).sum(dim=-1, keepdim=True) / scale
-    risk_t = torch.as_tensor(risk, dtype=weights.dtype, device=weights.device)
-    if risk_t.dim():
-        risk_t = risk_t.reshape(*risk_t.shape, *([1] * (excess.dim() - risk_t.dim())))
-    costs = ((weights - holdings).abs() * cost_rates).sum(dim=-1, keepdim=True) / scale
-    objective = (excess - 0.5 * entities * risk_t * excess.square() - costs) * defined
+    risk_t = _per_row(risk, excess)
+    trade_costs = (weights - holdings) * cost_rates
+    costs = trade_costs.abs().sum(dim=-1, keepdim=True) / scale
+    objective = excess - 0.5 * entities * risk_t * excess.square() - costs
+    if isinstance(cost_aversion, torch.Tensor) or cost_aversion != 1.0:
+        rotation = costs - trade_costs.sum(dim=-1, keepdim=True).abs() / scale
+        objective = objective - (_per_row(cost_aversion, excess) - 1.0) * rotation
+    objective = objective * defined
     return -entities * objective.squeeze(-1).mean(dim=-1)
+
+
+def _per_row(value: float | torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """A float, or a ``(P,)`` per-pod value, shaped to broadcast against ``rows`` ``(P, B, 1)``."""
+    value_t = torch.as_tensor(value, dtype=rows.dtype, device=rows.device)
+    if value_t.dim():
+        value_t = value_t.reshape(*value_t.shape, *([1] * (rows.dim() - value_t.dim())))
+    return value_t
 
 
 __all__ = [

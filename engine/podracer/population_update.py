@@ -57,6 +57,7 @@ def update_population(
     use_entropy = any(agent.config.entropy_coef > 0.0 for agent in agents)
     pathwise_coef = hyper_column(agents, "pathwise_coef", device)
     pathwise_risk = hyper_column(agents, "pathwise_risk", device)
+    pathwise_cost = hyper_column(agents, "pathwise_cost", device)
     pathwise = (
         (batch.entity_outcomes, batch.entity_holdings, batch.entity_cost_rates)
         if any(agent.config.pathwise_coef > 0.0 for agent in agents)
@@ -131,6 +132,7 @@ def update_population(
                         cost_rates,
                         action_globals,
                         pathwise_risk,
+                        pathwise_cost,
                     )
             old_values, returns = batch.values[pod_rows, idx], batch.returns[pod_rows, idx]
             value_error = (new_values - returns).square()

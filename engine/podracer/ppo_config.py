@@ -102,6 +102,11 @@ class PPOConfig:
         pathwise_risk: the pathwise term's tracking-error aversion (dimensionless, >= 0): the
             optimal tilt over the uniform weight, in units of that weight, is the predicted
             outcome in standard deviations over ``pathwise_risk``.
+        pathwise_cost: the pathwise term's aversion to rotating the book (dimensionless, >= 0):
+            trades that move weight between entities count ``pathwise_cost`` times the cost the
+            env reports, trades that only change how much is invested their cost; 1 is the cost
+            the env charges, above 1 the policy rotates less than the step's own reward would have
+            it (a guard against trading on forecast noise; :mod:`podracer.pathwise`).
         critic_features: what the critic reads (:data:`CriticFeatures`); ``actor`` needs policy
             ``cross_sectional``.
         forecast_coef: weight of an auxiliary forecast loss (:mod:`podracer.forecast`): a linear
@@ -151,6 +156,7 @@ class PPOConfig:
     eval_average: float = 0.0
     pathwise_coef: float = 0.0
     pathwise_risk: float = 0.01
+    pathwise_cost: float = 1.0
     critic_features: CriticFeatures = "own"
     forecast_coef: float = 0.0
     weight_decay: float = 0.0
@@ -165,13 +171,15 @@ class PPOConfig:
         "value_coef": (0.1, 1.0),
         "h_term_coef": (0.0, 0.0),
         "pathwise_risk": (0.01, 0.01),
+        "pathwise_cost": (1.0, 1.0),
         "weight_decay": (0.0, 0.0),
     }
     """Float fields a tournament may perturb, with their allowed ``(min, max)``. ``h_term_coef`` is
     pinned at its start value by default (measured: no narrower seed spread, x1.4 wall time a round;
     BENCHMARKS "H-term"): a spec searches it with ``perturb_bounds = {h_term_coef = [0.0, 0.25]}``.
     ``pathwise_risk`` is pinned too (a domain's choice: how concentrated the optimum of the pathwise
-    term is); a spec searches it with e.g. ``perturb_bounds = {pathwise_risk = [0.002, 0.02]}``.
+    term is); a spec searches it with e.g. ``perturb_bounds = {pathwise_risk = [0.002, 0.02]}``, and
+    so is ``pathwise_cost`` (searched with e.g. ``{pathwise_cost = [1.0, 8.0]}``).
     ``weight_decay`` is pinned as well (searched with e.g. ``{weight_decay = [0.3, 3.0]}``)."""
     PERTURB_SPACES: ClassVar[dict[str, str]] = {
         "gamma": "log1m",
@@ -210,6 +218,7 @@ class PPOConfig:
             "h_term_coef": (0.0, None),
             "pathwise_coef": (0.0, None),
             "pathwise_risk": (0.0, None),
+            "pathwise_cost": (0.0, None),
             "forecast_coef": (0.0, None),
             "weight_decay": (0.0, None),
             "obs_noise": (0.0, None),

@@ -133,6 +133,7 @@ def ppo_update(
                         cost_rates,
                         action_globals,
                         cfg.pathwise_risk,
+                        cfg.pathwise_cost,
                     )
             else:
                 log_ratio = dist.log_prob(unit_actions[idx]) - old_log_probs[idx]

@@ -89,6 +89,8 @@ FIXES: dict[str, str] = {
     "pathwise_coef": "set agent.pathwise_coef = 0 (off), or use it with advantages 'entity' (policy "
     "'cross_sectional', env.action_mode 'weights')",
     "pathwise_risk": "set agent.pathwise_risk to a tracking-error aversion >= 0, e.g. 0.01",
+    "pathwise_cost": "set agent.pathwise_cost to an aversion to rotating the book >= 0, e.g. 1 (the cost "
+    "the env charges) or 3",
     "forecast_coef": "set agent.forecast_coef = 0 (off), or use it with advantages 'entity' (policy "
     "'cross_sectional', env.action_mode 'weights')",
     "weight_decay": "set agent.weight_decay to a decay >= 0 relative to the learning rate, e.g. 1.0 "

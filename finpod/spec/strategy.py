@@ -404,8 +404,8 @@ class Spec(Model):
         the tournament's placement fields (:attr:`TournamentSpec.PLACEMENT_FIELDS`): a run started on
         one backend resumes on another; and ``archive_size`` when it is 0 (no archive),
         and ``archive_rule`` without an archive or when it is ``"even"``, so a spec hashes as it did
-        before those settings existed and its unfinished runs resume (as is ``env.start_portfolio``
-        when it is ``"cash"``).
+        before those settings existed and its unfinished runs resume (as are ``env.start_portfolio``
+        when it is ``"cash"``, ``env.fully_invested`` when false and ``agent.pathwise_cost`` when 1).
         """
         trained = {k: v for k, v in self.resolved_dict().items() if k != "paper"}
         trained["tournament"] = {
@@ -420,6 +420,8 @@ class Spec(Model):
             del trained["env"]["start_portfolio"]
         if trained["env"].get("fully_invested") is False:  # as before the setting existed
             del trained["env"]["fully_invested"]
+        if trained["agent"].get("pathwise_cost") == 1.0:  # as before the setting existed
+            del trained["agent"]["pathwise_cost"]
         text = json.dumps(trained, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:8]
 

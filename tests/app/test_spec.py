@@ -305,3 +305,26 @@ def test_fully_invested_hashes_as_before_when_off(tmp_path: Path) -> None:
     off = tmp_path / "off.toml"
     off.write_text(tomli_w.dumps(_merge(_demo_raw(), {"env": {"fully_invested": False}})), encoding="utf-8")
     assert Spec.from_toml(off).spec_hash() == spec.spec_hash()
+
+
+def test_the_rotation_aversion_reaches_the_agent_and_hashes_as_before_at_one(tmp_path: Path) -> None:
+    """``agent.pathwise_cost`` (podracer's rotation aversion) is a PPO setting like any other; at its
+    default of 1 a spec hashes as it did before the setting existed, so its unfinished runs resume."""
+    import tomli_w
+
+    spec = Spec.from_toml(DEMO)
+    assert spec.agent_config().pathwise_cost == 1.0
+    for value, same in ((1, True), (1.0, True), (3.0, False)):
+        path = tmp_path / f"cost{value}.toml"
+        path.write_text(
+            tomli_w.dumps(_merge(_demo_raw(), {"agent": {"pathwise_cost": value}})), encoding="utf-8"
+        )
+        stated = Spec.from_toml(path)
+        assert stated.agent_config().pathwise_cost == float(value)
+        assert (stated.spec_hash() == spec.spec_hash()) is same
+    bad = tmp_path / "bad.toml"
+    bad.write_text(tomli_w.dumps(_merge(_demo_raw(), {"agent": {"pathwise_cost": -1.0}})), encoding="utf-8")
+    with pytest.raises(
+        SpecError, match=r"agent.pathwise_cost: must be in >= 0.0, got -1.0; fix: set agent.pathwise_cost"
+    ):
+        Spec.from_toml(bad)

@@ -30,7 +30,7 @@ def _edge_captured(agent: PPOAgent) -> float:
 def test_the_loss_is_m_times_the_mean_objective_by_hand() -> None:
     mode = torch.tensor([[0.1, 0.5, 0.3, 0.1], [0.0, 0.2, 0.2, 0.6]])  # (B=2, A=1+3)
     outcomes = torch.tensor([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]])
-    holdings = torch.tensor([[0.3, 0.3, 0.3], [0.5, 0.5, 0.0]])
+    holdings = torch.tensor([[0.2, 0.2, 0.2], [0.5, 0.5, 0.0]])  # row 0 buys on net, row 1 rotates
     rates = torch.full((2, 3), 0.1)
     risk = 0.2
     scale = outcomes.std()
@@ -43,6 +43,25 @@ def test_the_loss_is_m_times_the_mean_objective_by_hand() -> None:
     # the same rows as a population of one pod, with the risk per pod
     per_pod = pathwise_loss(mode[None], outcomes[None], holdings[None], rates[None], 1, torch.tensor([risk]))
     torch.testing.assert_close(per_pod, expected.reshape(1))
+    # a rotation aversion k charges the part of the costs that rotates the book k times; k = 1 is
+    # the default, to the bit
+    net = (0.1 * (weights - holdings)).sum(dim=1).abs() / scale
+    averse = -3 * (excess - 0.5 * 3 * risk * excess**2 - costs - 3.0 * (costs - net)).mean()
+    torch.testing.assert_close(pathwise_loss(mode, outcomes, holdings, rates, 1, risk, 4.0), averse)
+    assert torch.equal(
+        pathwise_loss(mode, outcomes, holdings, rates, 1, risk, 1.0),
+        pathwise_loss(mode, outcomes, holdings, rates, 1, risk),
+    )
+    two_pods = pathwise_loss(
+        torch.stack([mode, mode]),
+        torch.stack([outcomes, outcomes]),
+        torch.stack([holdings, holdings]),
+        torch.stack([rates, rates]),
+        1,
+        torch.tensor([risk, risk]),
+        torch.tensor([1.0, 4.0]),
+    )
+    torch.testing.assert_close(two_pods, torch.stack([expected, averse]))
 
 
 def test_a_batch_whose_outcomes_do_not_vary_contributes_nothing() -> None:
@@ -60,7 +79,11 @@ def test_a_batch_whose_outcomes_do_not_vary_contributes_nothing() -> None:
 
 
 def _fit_free_scores(
-    mean_outcomes: torch.Tensor, risk: float, holdings: torch.Tensor | None = None, cost: float = 0.0
+    mean_outcomes: torch.Tensor,
+    risk: float,
+    holdings: torch.Tensor | None = None,
+    cost: float = 0.0,
+    cost_aversion: float = 1.0,
 ) -> torch.Tensor:
     """The entity weights that minimise the pathwise loss with one free score per slot (no
     network), on outcomes ``mean + N(0, 1)``; slot 0 is the global (cash) score."""
@@ -73,7 +96,7 @@ def _fit_free_scores(
         outcomes = mean_outcomes + torch.randn(256, entities, generator=generator)
         mode = torch.softmax(scores, dim=0).expand(256, -1)
         rates = torch.full((256, entities), cost)
-        loss = pathwise_loss(mode, outcomes, held.expand(256, -1), rates, 1, risk)
+        loss = pathwise_loss(mode, outcomes, held.expand(256, -1), rates, 1, risk, cost_aversion)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -96,6 +119,48 @@ def test_costs_hold_the_weights_near_what_is_held_when_outcomes_are_unpredictabl
     holdings = torch.tensor([0.55, 0.15, 0.15, 0.15])
     weights = _fit_free_scores(torch.zeros(4), risk=0.0, holdings=holdings, cost=0.5)
     torch.testing.assert_close(weights, holdings, atol=0.05, rtol=0.0)
+
+
+def test_a_cost_aversion_above_one_trades_less_toward_a_predicted_edge() -> None:
+    """From an equal-weight book, the optimum moves toward the best predicted entity only as far as
+    the edge pays for the cost; weighing the cost 8 times moves it less (a smaller trade)."""
+    mean = torch.tensor([0.3, 0.1, -0.1, -0.3])
+    held = torch.full((4,), 0.25)
+    plain = _fit_free_scores(mean, risk=0.5, holdings=held, cost=0.02)
+    averse = _fit_free_scores(mean, risk=0.5, holdings=held, cost=0.02, cost_aversion=8.0)
+    traded_plain, traded_averse = float((plain - held).abs().sum()), float((averse - held).abs().sum())
+    assert traded_plain > 0.2, plain
+    assert traded_averse < 0.6 * traded_plain, (plain, averse)
+    assert torch.all(averse[:-1] >= averse[1:] - 1e-3), averse  # still ordered as the predicted outcomes
+
+
+def test_the_rotation_aversion_does_not_keep_a_book_in_cash() -> None:
+    """Buying in from cash changes how much is invested and rotates nothing: a rotation aversion of
+    8 invests as fully as the cost alone does (an aversion to every trade would stay in cash)."""
+    mean = torch.full((4,), 0.2)
+    cash = torch.zeros(4)
+    plain = _fit_free_scores(mean, risk=0.5, holdings=cash, cost=0.05)
+    averse = _fit_free_scores(mean, risk=0.5, holdings=cash, cost=0.05, cost_aversion=8.0)
+    assert float(plain.sum()) > 0.9, plain
+    assert float(averse.sum()) > 0.9, averse
+
+
+def test_the_cost_aversion_is_pinned_unless_a_search_space_is_given() -> None:
+    start = dataclasses.replace(CHOICE_PPO, pathwise_coef=1.0)
+    assert start.pathwise_cost == 1.0
+    rng = np.random.default_rng(5)
+    assert {perturb_config(start, 0.5, rng, None, 0.25).pathwise_cost for _ in range(50)} == {1.0}
+    costs = np.array(
+        [
+            perturb_config(start, 0.5, rng, {"pathwise_cost": (1.0, 8.0)}, 0.25).pathwise_cost
+            for _ in range(200)
+        ]
+    )
+    assert costs.min() >= 1.0
+    assert costs.max() <= 8.0
+    assert costs.max() > 4.0  # resampled log-uniformly over the range
+    with pytest.raises(AgentError, match=r"pathwise_cost must be in >= 0.0"):
+        PPOConfig(pathwise_cost=-1.0)
 
 
 def test_an_env_without_holdings_is_refused_with_the_fix() -> None:
@@ -128,7 +193,9 @@ def test_the_pathwise_term_learns_a_noisy_choice_about_three_times_as_fast() -> 
 def test_a_population_with_the_pathwise_term_equals_its_pods_trained_one_by_one() -> None:
     configs = [
         dataclasses.replace(CHOICE_PPO, pathwise_coef=1.0, pathwise_risk=0.01),
-        dataclasses.replace(CHOICE_PPO, pathwise_coef=0.5, pathwise_risk=0.1, learning_rate=1e-3),
+        dataclasses.replace(
+            CHOICE_PPO, pathwise_coef=0.5, pathwise_risk=0.1, learning_rate=1e-3, pathwise_cost=4.0
+        ),
         CHOICE_PPO,  # off in one pod of the population
     ]
     assert_population_equals_pods_one_by_one(configs)

@@ -382,7 +382,7 @@ def test_bad_config_values_are_refused(field: str, value: object, message: str) 
 def test_perturbable_fields_are_float_fields_with_sane_ranges() -> None:
     floats = {f.name for f in dataclasses.fields(PPOConfig) if f.type in ("float", float)}
     # searched only when a spec's perturb_bounds open them (h_term_coef's default [0, 0])
-    pinned = {"h_term_coef", "pathwise_risk", "weight_decay"}
+    pinned = {"h_term_coef", "pathwise_risk", "pathwise_cost", "weight_decay"}
     for name, (low, high) in PPOConfig.PERTURBABLE.items():
         assert name in floats
         assert low < high or (name in pinned and low == high)

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from repo import REPO_ROOT
-
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pick_rules", REPO_ROOT / "scripts" / "pick_rules.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from repo import load_script
 
 
 def _row(score: float, pod: str, variance: float, held_out_edge: float, te: float) -> list[object]:
@@ -44,7 +33,7 @@ def test_each_rule_picks_its_policy_and_the_table_has_their_means(
     }
     path = tmp_path / "run.json"
     path.write_text(json.dumps(run))
-    script = _script()
+    script = load_script("pick_rules")
     assert script.main([str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
     header, line, mean = out[0].split(), out[1], out[2]

@@ -3,31 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from finpod.bench import skill_bench
-from repo import REPO_ROOT
-
-
-def _script() -> ModuleType:
-    path = Path(REPO_ROOT) / "scripts" / "skill_unseen.py"
-    spec = importlib.util.spec_from_file_location("skill_unseen", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from repo import load_script
 
 
 def test_the_unseen_cases_are_the_reversal_5_cases_with_the_other_signal(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(skill_bench, "CASES", dict(skill_bench.CASES))
-    names = _script().add_unseen_cases()
+    names = load_script("skill_unseen").add_unseen_cases()
     assert "daily100-momentum_60-ic05-5bp" in names
     assert "daily20-momentum_60-ic02-20bp" in names
     assert len(names) == 8
@@ -43,6 +30,6 @@ def test_the_script_runs_the_cli_on_its_arguments(
 ) -> None:
     monkeypatch.setattr(skill_bench, "CASES", dict(skill_bench.CASES))
     with pytest.raises(SystemExit) as stop:
-        _script().main(["bench", "skill", "--help"])
+        load_script("skill_unseen").main(["bench", "skill", "--help"])
     assert stop.value.code == 0
     assert "--case" in capsys.readouterr().out

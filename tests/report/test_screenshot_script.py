@@ -2,38 +2,28 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from finpod.report import ReportPaths
+from repo import load_script
 from report.conftest import require_chromium
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "screenshot_report.py"
-
-
-def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("screenshot_report", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_screenshot_of_a_report(report: ReportPaths, tmp_path: Path) -> None:
     require_chromium("screenshot")
     out = tmp_path / "shot.png"
-    code = _load_script().main([str(report.html), "--out", str(out), "--width", "800", "--height", "600"])
+    code = load_script("screenshot_report").main(
+        [str(report.html), "--out", str(out), "--width", "800", "--height", "600"]
+    )
     assert code == 0
     assert out.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
 def test_screenshot_of_the_tear_sheets_differs_from_the_top(report: ReportPaths, tmp_path: Path) -> None:
     require_chromium("screenshot")
-    script = _load_script()
+    script = load_script("screenshot_report")
     top, sheets = tmp_path / "top.png", tmp_path / "sheets.png"
     assert script.main([str(report.html), "--out", str(top), "--width", "800", "--height", "600"]) == 0
     args = [
@@ -58,7 +48,9 @@ def test_screenshot_of_the_tear_sheets_differs_from_the_top(report: ReportPaths,
 
 
 def test_missing_report_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = _load_script().main([str(tmp_path / "nope.html"), "--out", str(tmp_path / "x.png")])
+    code = load_script("screenshot_report").main(
+        [str(tmp_path / "nope.html"), "--out", str(tmp_path / "x.png")]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("error: ")
@@ -69,6 +61,8 @@ def test_missing_report_is_a_one_line_error(tmp_path: Path, capsys: pytest.Captu
 def test_bad_size_is_a_one_line_error(
     report: ReportPaths, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = _load_script().main([str(report.html), "--out", str(tmp_path / "x.png"), "--width", "0"])
+    code = load_script("screenshot_report").main(
+        [str(report.html), "--out", str(tmp_path / "x.png"), "--width", "0"]
+    )
     assert code == 2
     assert "must be positive pixel counts" in capsys.readouterr().err

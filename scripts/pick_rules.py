@@ -5,8 +5,8 @@ Reads the JSON of ``finpod bench skill ... --snapshots --json`` runs (one file e
 seeds and cases) and prints, per run, the held-out Sharpe minus equal weight's of the policy each
 rule picks (its validation tracking error after the slash), then the mean and median over runs.
 
-Gates (``gate z``, ``deflated``: :data:`GATES`) keep the tournament's own pick or trade equal weight
-instead (a held-out edge of 0, printed ``EW``).
+Gates (``gate z``, ``deflated``, ``defl-score``: :data:`GATES`) keep the tournament's own pick or
+trade equal weight instead (a held-out edge of 0, printed ``EW``).
 
 Rules: ``score`` (the tournament's own pick: the best validation score), ``shrunk t`` (the best
 validation Sharpe with its edge over equal weight shrunk by its standard error, prior spread ``t``:
@@ -85,11 +85,21 @@ def deflated_gate(pick: Sequence[Any], rows: Sequence[Sequence[Any]]) -> bool:
     return edge > expected_maximum_sharpe(len(rows), spread)
 
 
+def deflated_score_gate(pick: Sequence[Any], rows: Sequence[Sequence[Any]]) -> bool:
+    """:func:`deflated_gate` with the spread of the rows' validation scores (what a run has: every
+    score its tournament logged) in place of the spread of their continuous validation edges."""
+    scores = [float(r[SCORE]) for r in rows]
+    spread = statistics.variance(scores) if len(scores) > 1 else 0.0
+    edge = float(pick[VALIDATION_SHARPE]) - float(pick[EQUAL_SHARPE])
+    return edge > max(0.0, expected_maximum_sharpe(len(rows), spread))
+
+
 GATES: dict[str, Gate] = {
     "gate 0": z_gate(0.0),
     "gate 1": z_gate(1.0),
     "gate 2": z_gate(2.0),
     "deflated": deflated_gate,
+    "defl-score": deflated_score_gate,
 }
 """Gates on the tournament's own pick: equal weight (held-out edge 0) where they close."""
 

@@ -41,8 +41,9 @@ def test_each_rule_picks_its_policy_and_the_table_has_their_means(
     cells = line.split()[3:]
     assert cells[0] == "-0.40/0.20"  # score: the tournament's own pick
     assert cells[1] == "+0.30/0.03"  # shrunk 0.5 prefers the better measured edge
-    assert out[0].split()[-5:] == ["gate", "1", "gate", "2", "deflated"]
-    assert cells[-3:] == ["-0.40/0.20", "EW", "-0.40/0.20"]  # the pick's validation edge: 1 SE
+    assert out[0].split()[-6:] == ["gate", "1", "gate", "2", "deflated", "defl-score"]
+    # the pick's validation edge: 1 SE; both deflated bars (2 trials) are far below its edge of 1.0
+    assert cells[-4:] == ["-0.40/0.20", "EW", "-0.40/0.20", "-0.40/0.20"]
     assert mean.startswith("mean")
     assert script.main([]) == 2
     empty = tmp_path / "empty.json"

@@ -3,8 +3,9 @@
 ``finpod paper RUN_DIR [--trader best|ensemble|trajectory|pick] [--dry-run]`` trades until the kill
 switch (the stop file ``RUN_DIR/paper/STOP``, SIGTERM or Ctrl-C); ``finpod paper status RUN_DIR
 [--json]`` reads the journal; ``finpod paper replay RUN_DIR --start D --end D`` runs the live code
-path on the run's bars and checks it against the backtest. ``--trader pick`` deploys the run's
-saved pick (best, or equal weight when best did not beat it on validation).
+path on the run's bars and checks it against the backtest. ``--trader pick``, the spec's default
+(``[paper] trader``), deploys the run's saved pick (best, or equal weight when best did not beat it
+on validation).
 """
 
 from __future__ import annotations

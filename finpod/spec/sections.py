@@ -658,10 +658,10 @@ class PaperSpec(Model):
     """
 
     trader: Literal["best", "ensemble", "trajectory", "pick"] = Field(
-        "best",
-        description='which selected trader to deploy: "best", "ensemble", "trajectory" or "pick" '
-        "(the run's saved pick: best, or equal weight when best did not beat it on validation)",
-        examples=["best"],
+        "pick",
+        description='which selected trader to deploy: "pick" (the run\'s saved pick: best, or equal '
+        'weight when best did not beat it on validation), "best", "ensemble" or "trajectory"',
+        examples=["pick"],
     )
     max_order_notional_usd: float = Field(
         10_000.0,

@@ -74,6 +74,7 @@ _VALIDATION_FIELDS: tuple[str, ...] = ("validation_chunks", "validation_warmup_b
 SAVED_BEFORE_THE_SETTING: dict[str, dict[str, Any]] = {
     "env": {"fully_invested": False},
     "tournament": {"archive_size": 0, "archive_rule": "even"},
+    "paper": {"trader": "best"},
 }
 """What a saved run's spec (written out in full by :meth:`Spec.to_toml`) trained with when it
 predates a setting whose default has changed since: :meth:`Spec.from_saved` reads a missing
@@ -81,7 +82,9 @@ predates a setting whose default has changed since: :meth:`Spec.from_saved` read
 minute default, so a replay or a paper trader of an older run trades as the run was trained; a
 missing ``tournament.archive_size`` as 0 (no archive) and a missing ``archive_rule`` as ``"even"``
 (the only rule before it), not as today's 32 best-validated rounds, so ``--resume`` finds the run
-(its hash) and the report's settings say what it kept."""
+(its hash) and the report's settings say what it kept; a missing ``paper.trader`` as ``"best"``
+(the default before the pick became it), so a paper trader restarted on an older run deploys what
+it deployed before."""
 
 
 def env_defaults(agent: Mapping[str, Any], action_mode: str, frequency: str) -> dict[str, Any]:

@@ -106,6 +106,21 @@ def test_a_saved_spec_that_predates_the_archive_settings_loads_as_it_was_trained
         run.set_status("done")
 
 
+def test_a_saved_spec_that_predates_the_pick_default_deploys_best(tmp_path: Path) -> None:
+    """Paper trading deployed ``best`` before the pick became the default: an older run's spec.toml
+    without ``[paper] trader`` reads as best; one that saved it keeps what it saved."""
+    spec = Spec.from_toml(DEMO)
+    assert spec.paper.trader == "pick", "the default"
+    run = create_run_dir(spec, tmp_path, {"status": "done"})
+    saved = run.spec_toml.read_text(encoding="utf-8")
+    assert 'trader = "pick"' in saved
+    assert run.load_spec().paper.trader == "pick"
+    run.spec_toml.write_text(saved.replace('trader = "pick"\n', ""), encoding="utf-8")
+    older = run.load_spec()
+    assert older.paper.trader == "best"
+    assert older.spec_hash() == spec.spec_hash(), "a deployment setting: the run is the same run"
+
+
 def test_make_env_on_a_run_s_saved_spec_trades_as_the_run_trained(tmp_path: Path) -> None:
     import finpod
 

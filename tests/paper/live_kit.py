@@ -107,7 +107,7 @@ class SimMarket:
         with log.open("ab") as sink:
             return subprocess.Popen(command, env=self.env(), cwd=REPO, stdout=sink, stderr=sink)
 
-    def journal(self, trader: str = "best", *, dry_run: bool = False) -> Journal:
+    def journal(self, trader: str = "pick", *, dry_run: bool = False) -> Journal:
         """The trader's journal (opened read-write; WAL lets it run beside the trader)."""
         return Journal.open(journal_path(self.run_dir / "paper", trader, dry_run=dry_run))
 

@@ -113,9 +113,9 @@ def _observations(num_assets: int, num_features: int, count: int) -> list[torch.
     return rows
 
 
-def test_spec_accepts_pick_and_keeps_best_the_default() -> None:
-    assert PaperSpec(trader="pick").trader == "pick"
-    assert PaperSpec().trader == "best"
+def test_the_pick_is_the_default_trader_and_best_can_be_asked_for() -> None:
+    assert PaperSpec().trader == "pick"
+    assert PaperSpec(trader="best").trader == "best"
 
 
 def test_pick_of_best_decides_exactly_as_best(tiny_run: Path) -> None:

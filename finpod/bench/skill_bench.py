@@ -112,6 +112,10 @@ POOL_SIZE: Final[int] = 4
 PICK: Final[str] = "pick"
 """The held-out figures of a run's pick (:func:`finpod.report.verdict.pick_verdict`): ``best``'s
 when its validation Sharpe beat equal weight's, else equal weight's."""
+PICK_TRAJECTORY: Final[str] = "pick_trajectory"
+"""A measurement, not a trader a run deploys: the trajectory ensemble when its own validation
+Sharpe beat equal weight's (the pick's gate), else equal weight (BENCHMARKS.md "The pick, deflated
+or not, on the reported seeds": a candidate for the run's pick)."""
 EVAL_EVERY_ROUNDS: Final[int] = 2
 """Training rounds between validation scores (2 x 8 steps x 32 envs = 512 env steps): 128 scores per
 contender, so the tournament can judge, exploit and explore 100+ times within the budget."""
@@ -262,7 +266,8 @@ class ContenderResult:
 
     Attributes:
         sharpe: trader name (``best``, its :data:`PICK` (``best`` or equal weight), and
-            ``ensemble`` and ``trajectory`` for the tournament) -> held-out Sharpe.
+            ``ensemble``, ``trajectory`` and :data:`PICK_TRAJECTORY` for the tournament) -> held-out
+            Sharpe.
         share: trader name -> share of the oracle's held-out edge captured (NaN without an edge).
         dsr: trader name -> deflated Sharpe ratio of its held-out return over equal weight
             (:func:`finpod.report.verdict.judge`), every validation score the contender computed
@@ -805,11 +810,18 @@ def run_seed(
             seconds = problem.seconds
             results_of = {trader: problem.held_out_result(policy) for trader, policy in policies.items()}
             pick = None
-            if "best" in policies:  # the run's pick: best, or equal weight when it did not show its edge
-                pick = gate_pick(
-                    problem.validation_returns(policies["best"]), problem.validation_returns(equal_policy)
-                )
+            equal_validation = problem.validation_returns(equal_policy) if "best" in policies else None
+            if equal_validation is not None:  # the run's pick: best, or equal weight without its edge
+                pick = gate_pick(problem.validation_returns(policies["best"]), equal_validation)
                 results_of[PICK] = results_of["best"] if pick.trader == "best" else equal_result
+            if equal_validation is not None and TRAJECTORY_PREFIX in policies:
+                gated = gate_pick(
+                    problem.validation_returns(policies[TRAJECTORY_PREFIX]),
+                    equal_validation,
+                    TRAJECTORY_PREFIX,
+                )
+                kept = gated.trader == TRAJECTORY_PREFIX
+                results_of[PICK_TRAJECTORY] = results_of[TRAJECTORY_PREFIX] if kept else equal_result
             held_out = {trader: result.returns for trader, result in results_of.items()}
             costs = {trader: cost_drag(result) for trader, result in results_of.items()}
             sharpe = {trader: returns_sharpe(returns) for trader, returns in held_out.items()}

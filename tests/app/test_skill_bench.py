@@ -130,6 +130,11 @@ def test_with_a_leaderboard_window_the_curve_picks_only_what_the_board_could_ran
     assert tournament.curve
     assert min(point[0] for point in tournament.curve) >= 0.5 * budget
     assert tournament.num_trials > len(tournament.curve)
+    # the trajectory behind the pick's gate (a measurement): its held-out figures or equal weight's
+    assert tournament.sharpe["pick_trajectory"] in (
+        tournament.sharpe["trajectory"],
+        found.equal_weight_sharpe,
+    )
 
 
 def test_the_snapshot_summary_averages_each_quarter_and_names_the_picks() -> None:

@@ -76,22 +76,24 @@ def z_gate(z: float) -> Gate:
     return lambda pick, rows: edge_z(pick) > 0.0 and edge_z(pick) >= z
 
 
+def _beats_luck(pick: Sequence[Any], trials: Sequence[float]) -> bool:
+    """The pick's continuous validation edge over equal weight beats the largest value ``len(trials)``
+    skill-less trials with the spread of ``trials`` would show (and 0)."""
+    spread = statistics.variance(trials) if len(trials) > 1 else 0.0
+    edge = float(pick[VALIDATION_SHARPE]) - float(pick[EQUAL_SHARPE])
+    return edge > max(0.0, expected_maximum_sharpe(len(trials), spread))
+
+
 def deflated_gate(pick: Sequence[Any], rows: Sequence[Sequence[Any]]) -> bool:
     """Keep the pick when its validation edge beats the largest edge ``len(rows)`` skill-less trials
     with the rows' spread of edges would show (:func:`~finpod.report.verdict.expected_maximum_sharpe`)."""
-    edges = [float(r[VALIDATION_SHARPE]) - float(r[EQUAL_SHARPE]) for r in rows]
-    spread = statistics.variance(edges) if len(edges) > 1 else 0.0
-    edge = float(pick[VALIDATION_SHARPE]) - float(pick[EQUAL_SHARPE])
-    return edge > expected_maximum_sharpe(len(rows), spread)
+    return _beats_luck(pick, [float(r[VALIDATION_SHARPE]) - float(r[EQUAL_SHARPE]) for r in rows])
 
 
 def deflated_score_gate(pick: Sequence[Any], rows: Sequence[Sequence[Any]]) -> bool:
     """:func:`deflated_gate` with the spread of the rows' validation scores (what a run has: every
     score its tournament logged) in place of the spread of their continuous validation edges."""
-    scores = [float(r[SCORE]) for r in rows]
-    spread = statistics.variance(scores) if len(scores) > 1 else 0.0
-    edge = float(pick[VALIDATION_SHARPE]) - float(pick[EQUAL_SHARPE])
-    return edge > max(0.0, expected_maximum_sharpe(len(rows), spread))
+    return _beats_luck(pick, [float(r[SCORE]) for r in rows])
 
 
 GATES: dict[str, Gate] = {
